@@ -1,0 +1,54 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.  Everything else here serves them.
+PY      ?= python3
+VENV    ?= .venv
+PORT    ?= 6006
+HOST    ?= 127.0.0.1
+DEMO    ?= demo_out
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+BUNDLE  := tbprobe/tb_plugin/static/index.js
+FRONTEND_SRC := $(shell find frontend -path frontend/node_modules -prune -o -type f -print 2>/dev/null)
+
+.PHONY: setup system python frontend test lint pytest vitest demo bench clean
+
+setup: system python frontend
+
+# Debian packages the end-to-end tests need: Chromium for Playwright, CJK fonts for the Chinese screenshots.
+system:
+	@bash scripts/setup_system.sh
+
+python: $(STAMP)
+$(STAMP): setup.py
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+frontend: $(BUNDLE)
+$(BUNDLE): $(FRONTEND_SRC)
+	@if [ -f frontend/package.json ]; then \
+	  cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build; \
+	else echo "frontend/: no package.json yet, keeping the placeholder bundle"; fi
+
+lint: python
+	$(BIN)/ruff check tbprobe tests bench examples
+
+vitest: frontend
+	@if [ -f frontend/package.json ]; then cd frontend && npm test; fi
+
+pytest: python
+	$(BIN)/pytest
+
+test: setup lint vitest pytest
+
+demo: setup
+	$(BIN)/python examples/demo.py --out $(DEMO)
+	@echo ""
+	@echo "TensorBoard: http://$(HOST):$(PORT)/#graph_ascend   (Ctrl-C to stop)"
+	$(BIN)/tensorboard --logdir $(DEMO) --host $(HOST) --port $(PORT)
+
+bench: setup
+	bash bench/run_all.sh
+
+clean:
+	rm -rf $(DEMO) .pytest_cache build *.egg-info

@@ -1,0 +1,40 @@
+"""The tbprobe distribution: collector, graph builder, TensorBoard plugin and training monitor."""
+from setuptools import find_packages, setup
+
+setup(
+    name="tbprobe",
+    version="0.1.0",
+    description="Find where numerical precision goes wrong in deep-learning training.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["tbprobe", "tbprobe.*"]),
+    # The built frontend bundle ships inside the package.
+    package_data={"tbprobe.tb_plugin": ["static/*", "static/**/*"]},
+    include_package_data=True,
+    install_requires=[
+        # The CPU build lies on this disk; an unpinned torch pulls a multi-GB CUDA build.
+        "torch==2.13.0",
+        "tensorboard==2.21.0",
+        # MindSpore 2.10 breaks on numpy 2.
+        "numpy<2",
+        "werkzeug>=2.2",
+        "pyyaml>=6",
+        "tqdm>=4.60",
+        "openpyxl>=3.1",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "playwright>=1.45",
+            "ruff>=0.6",
+            "psutil>=5.9",
+        ],
+        "mindspore": ["mindspore==2.10.0"],
+    },
+    entry_points={
+        "console_scripts": ["tbprobe = tbprobe.cli:main"],
+        "tensorboard_plugins": ["graph_ascend = tbprobe.tb_plugin.graph_ascend_plugin:GraphAscendLoader"],
+    },
+)

@@ -1,0 +1,3 @@
+from tbprobe.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The graph builder: dumps -> hierarchical graph -> compare -> .vis.db."""

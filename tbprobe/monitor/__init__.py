@@ -1,0 +1,1 @@
+"""The training monitor (TrainerMon)."""

@@ -1,1 +1,25 @@
-"""The training monitor (TrainerMon)."""
+"""The training monitor: per-module, per-parameter statistics of a training run as TensorBoard scalars, one run
+per rank, with anomaly detection and a CSV export in the reference monitor's layout. See docs/monitor.md.
+
+Names that need torch load on first use, so the TensorBoard plugin can read monitor tags without torch.
+"""
+from typing import Any
+
+__all__ = ["TrainerMon", "MonitorConfig", "load_config"]
+
+_LAZY = {
+    "TrainerMon": ("tbprobe.monitor.trainer_mon", "TrainerMon"),
+    "MonitorConfig": ("tbprobe.monitor.config", "MonitorConfig"),
+    "load_config": ("tbprobe.monitor.config", "load_config"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tbprobe.monitor' has no attribute {name!r}")

@@ -1,0 +1,183 @@
+// The typed client of docs/http_api.md: the only code that talks HTTP. Every URL is built relative to the
+// plugin's own prefix (the folder index.js was loaded from), so it works under TensorBoard's --path_prefix.
+import type {
+  ChildrenResponse, CompareTableResponse, Findings, ListResponse, Meta, NodeColors, NodeDetails, NodeSummary,
+  OverflowItem, RunsResponse, Side,
+} from "./types";
+
+export interface FileKey { run: string; file: string }
+export interface GraphKey extends FileKey { step: number; rank: number }
+export interface SideKey extends GraphKey { side: Side }
+
+export type Params = Record<string, string | number | boolean | null | undefined | readonly string[]>;
+
+/** An HTTP error with the server's one-sentence message. */
+export class ApiError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** "api/children?run=...&node=..." : relative, every value percent-escaped, empty values left out. */
+export function buildPath(route: string, params: Params = {}): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null) continue;
+    if (Array.isArray(v)) {
+      if (v.length) q.set(k, v.join(","));
+    } else if (typeof v === "boolean") {
+      q.set(k, v ? "1" : "0");
+    } else {
+      q.set(k, String(v));
+    }
+  }
+  const qs = q.toString();
+  return `api/${route}${qs ? "?" + qs : ""}`;
+}
+
+/** The plugin's base URL from the module URL: ".../data/plugin/graph_ascend/index.js" -> ".../graph_ascend/". */
+export function baseFromModuleUrl(moduleUrl: string): string {
+  return new URL(".", moduleUrl).href;
+}
+
+type FetchFn = (input: string, init?: RequestInit) => Promise<Response>;
+
+export class ApiClient {
+  private readonly fetchFn: FetchFn;
+  /** Read-only responses that never change for the same file (children, node) are cached per request URL. */
+  private readonly cache = new Map<string, Promise<unknown>>();
+
+  constructor(readonly base: string, fetchFn?: FetchFn) {
+    this.fetchFn = fetchFn ?? ((i, init) => fetch(i, init));
+  }
+
+  url(route: string, params: Params = {}): string {
+    return new URL(buildPath(route, params), this.base).href;
+  }
+
+  /** Forget cached reads (after a write, or when the file list changes). */
+  clearCache(): void {
+    this.cache.clear();
+  }
+
+  private async request<T>(url: string, init?: RequestInit): Promise<T> {
+    let resp: Response;
+    try {
+      resp = await this.fetchFn(url, init);
+    } catch (e) {
+      throw new ApiError(0, `network error: ${(e as Error).message}`);
+    }
+    const text = await resp.text();
+    let body: unknown = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = null;
+    }
+    if (!resp.ok) {
+      const msg = body && typeof body === "object" && "error" in body ? String((body as { error: unknown }).error)
+        : `HTTP ${resp.status}`;
+      throw new ApiError(resp.status, msg);
+    }
+    if (body === null && text) throw new ApiError(resp.status, "the server sent something that is not JSON");
+    return body as T;
+  }
+
+  get<T>(route: string, params: Params = {}, cached = false): Promise<T> {
+    const url = this.url(route, params);
+    if (!cached) return this.request<T>(url);
+    let p = this.cache.get(url) as Promise<T> | undefined;
+    if (!p) {
+      p = this.request<T>(url);
+      this.cache.set(url, p);
+      p.catch(() => this.cache.delete(url));
+    }
+    return p;
+  }
+
+  post<T>(route: string, body: unknown): Promise<T> {
+    return this.request<T>(this.url(route), {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+      credentials: "same-origin",
+    });
+  }
+
+  runs(): Promise<RunsResponse> {
+    return this.get("runs");
+  }
+  meta(k: FileKey): Promise<Meta> {
+    return this.get("meta", { run: k.run, file: k.file });
+  }
+  root(k: SideKey): Promise<NodeSummary> {
+    return this.get("root", { ...k }, true);
+  }
+  children(k: SideKey, node: string, microStep = -1, offset = 0, limit = 5000): Promise<ChildrenResponse> {
+    return this.get("children", { ...k, node, micro_step: microStep >= 0 ? microStep : undefined, offset, limit },
+      true);
+  }
+  /** Every direct child, following the server's paging. */
+  async allChildren(k: SideKey, node: string, microStep = -1): Promise<ChildrenResponse> {
+    const first = await this.children(k, node, microStep, 0, 50000);
+    let children = first.children;
+    while (children.length < first.total) {
+      const next = await this.children(k, node, microStep, children.length, 50000);
+      if (!next.children.length) break;
+      children = children.concat(next.children);
+    }
+    return { ...first, children };
+  }
+  node(k: SideKey, node: string): Promise<NodeDetails> {
+    return this.get("node", { ...k, node }, true);
+  }
+  search(k: SideKey, q: string, regex: boolean, offset = 0, limit = 100): Promise<ListResponse> {
+    return this.get("search", { ...k, q, regex, offset, limit });
+  }
+  filter(k: SideKey, opts: { precision?: string[]; overflow?: string[]; sort?: string; desc?: boolean;
+    offset?: number; limit?: number }): Promise<ListResponse> {
+    return this.get("filter", { ...k, ...opts });
+  }
+  /** Every filtered item (for the metric colouring), following the server's paging (at most 50000 a page). */
+  async allFiltered(k: SideKey, opts: { precision?: string[]; overflow?: string[] } = {}): Promise<ListResponse> {
+    const first = await this.filter(k, { ...opts, limit: 50000 });
+    let items = first.items;
+    while (items.length < first.total) {
+      const next = await this.filter(k, { ...opts, offset: items.length, limit: 50000 });
+      if (!next.items.length) break;
+      items = items.concat(next.items);
+    }
+    return { total: first.total, items };
+  }
+  compareTable(k: GraphKey, opts: Params): Promise<CompareTableResponse> {
+    return this.get("compare_table", { ...k, ...opts });
+  }
+  compareCsvUrl(k: GraphKey, opts: Params): string {
+    return this.url("compare_table", { ...k, ...opts, format: "csv" });
+  }
+  findings(k: GraphKey): Promise<Findings> {
+    return this.get("findings", { ...k });
+  }
+  overflow(k: GraphKey): Promise<{ items: OverflowItem[] }> {
+    return this.get("overflow", { ...k });
+  }
+  matches(k: GraphKey): Promise<{ file?: string; matches: Record<string, string>; unmatched?: string[] }> {
+    return this.get("matches", { ...k });
+  }
+  match(k: GraphKey, debug: string, bench: string, descendants: boolean): Promise<{ changed: NodeSummary[] }> {
+    return this.post("match", { ...k, debug, bench, descendants });
+  }
+  unmatch(k: GraphKey, debug: string, descendants: boolean): Promise<{ changed: NodeSummary[] }> {
+    return this.post("unmatch", { ...k, debug, descendants });
+  }
+  legend(k: FileKey): Promise<{ node_colors: NodeColors }> {
+    return this.get("legend", { ...k });
+  }
+  saveLegend(k: FileKey, nodeColors: NodeColors): Promise<unknown> {
+    return this.post("legend", { ...k, node_colors: nodeColors });
+  }
+  apply(k: FileKey): Promise<unknown> {
+    return this.post("apply", { ...k });
+  }
+}

@@ -1,0 +1,129 @@
+// Types of docs/http_api.md, one to one. Keep in step with that document.
+
+export type Side = "NPU" | "Bench";
+export const SIDES: readonly Side[] = ["NPU", "Bench"];
+
+export type OverflowLevel = "medium" | "high" | "critical";
+
+export interface NodeSummary {
+  name: string;
+  type: number;
+  n_children: number;
+  precision: number | null;
+  overflow: OverflowLevel | null;
+  subtree_precision: number | null;
+  subtree_overflow: OverflowLevel | null;
+  matched: boolean;
+  manual?: boolean;
+  micro_step: number;
+  order: number;
+  /** only in the "changed" list of a manual match */
+  side?: Side;
+}
+
+export interface RunFile {
+  file: string;
+  format: "db" | "vis";
+  graph_type: "build" | "compare" | null;
+  error?: string;
+  size: number;
+  mtime: number;
+}
+
+export interface RunsResponse {
+  runs: { run: string; files: RunFile[] }[];
+}
+
+export interface LegendEntry {
+  value: number[];
+  description?: string;
+  accuracy_level?: string;
+}
+export type NodeColors = Record<string, LegendEntry>;
+
+export interface Meta {
+  graph_type: "build" | "compare";
+  task: string;
+  steps: number[];
+  ranks: number[];
+  micro_steps: number;
+  overflow_check: boolean;
+  sides: Side[];
+  node_colors: NodeColors;
+  tool_tip: Record<string, string>;
+  writer: string;
+  schema_version: number | null;
+}
+
+export interface ChildrenResponse {
+  node: string;
+  total: number;
+  offset: number;
+  children: NodeSummary[];
+}
+
+export interface Param {
+  key: string;
+  fields: Record<string, string | number | null>;
+}
+
+export interface Distributed {
+  communications_type?: string;
+  nodes_info?: Record<string, unknown[]>;
+  [k: string]: unknown;
+}
+
+export interface NodeDetails {
+  name: string;
+  type: number;
+  parent: string | null;
+  path: string[];
+  precision: number | null;
+  overflow: OverflowLevel | null;
+  subtree_precision: number | null;
+  micro_step: number;
+  inputs: Param[];
+  outputs: Param[];
+  parameters: Param[];
+  stack: string[];
+  matched_node_link: string[];
+  counterpart: string | null;
+  counterpart_data?: { inputs: Param[]; outputs: Param[]; parameters: Param[] } | null;
+  distributed: Distributed | null;
+  dump_data_dir: string | null;
+}
+
+export interface ListItem {
+  name: string;
+  path?: string[];
+  type: number;
+  precision: number | null;
+  overflow: OverflowLevel | null;
+  metrics?: Record<string, number>;
+}
+
+export interface ListResponse {
+  total: number;
+  items: ListItem[];
+}
+
+export interface OverflowItem {
+  name: string;
+  overflow: OverflowLevel;
+  order: number;
+  first?: boolean;
+}
+
+export type Row = Record<string, unknown>;
+
+export interface CompareTableResponse {
+  total: number;
+  columns?: string[];
+  rows?: Row[];
+  items?: Row[];
+}
+
+export interface Findings {
+  first_divergence: Row | null;
+  first_overflow: Row | null;
+}

@@ -1,0 +1,101 @@
+// The minimap: the whole laid-out graph (not only what is on screen) with the viewport as a rectangle. The image
+// is rebuilt only when the layout or colours change (in the worker when it can); a pan only redraws the rectangle.
+// Dragging or clicking in it moves the main view.
+import type { LayoutEngine } from "../layout/engine";
+import type { LayoutNode } from "../layout/tree";
+import type { Camera } from "./camera";
+import { mix, type Theme } from "./colors";
+
+export const MINIMAP_W = 160;
+export const MINIMAP_H = 110;
+
+export class Minimap {
+  readonly canvas: HTMLCanvasElement;
+  private image: ImageBitmap | HTMLCanvasElement | null = null;
+  private scale = 1;
+  private worldW = 1;
+  private worldH = 1;
+  private job = 0;
+
+  constructor(testId: string, private onMove: (wx: number, wy: number) => void) {
+    this.canvas = document.createElement("canvas");
+    this.canvas.className = "ga-minimap";
+    this.canvas.dataset.testid = testId;
+    this.canvas.width = MINIMAP_W;
+    this.canvas.height = MINIMAP_H;
+    let dragging = false;
+    const move = (ev: PointerEvent) => {
+      const r = this.canvas.getBoundingClientRect();
+      this.onMove((ev.clientX - r.left) / this.scale, (ev.clientY - r.top) / this.scale);
+    };
+    this.canvas.addEventListener("pointerdown", (ev) => {
+      dragging = true;
+      this.canvas.setPointerCapture?.(ev.pointerId);
+      move(ev);
+      ev.stopPropagation();
+    });
+    this.canvas.addEventListener("pointermove", (ev) => dragging && move(ev));
+    this.canvas.addEventListener("pointerup", () => (dragging = false));
+  }
+
+  /** Rebuild the image of the whole tree. */
+  async rebuild(root: LayoutNode, fill: (n: LayoutNode) => string, theme: Theme, engine: LayoutEngine): Promise<void> {
+    const job = ++this.job;
+    this.worldW = Math.max(root.w, 1);
+    this.worldH = Math.max(root.h, 1);
+    this.scale = Math.min(MINIMAP_W / this.worldW, MINIMAP_H / this.worldH);
+    const colors: string[] = [];
+    const colorIndex = new Map<string, number>();
+    const rects: number[] = [];
+    const minPx = 0.25 / this.scale;
+    const walk = (n: LayoutNode, ax: number, ay: number) => {
+      const c = n.expanded && n.children?.length ? mix(fill(n), theme.background, theme.dark ? 0.8 : 0.7) : fill(n);
+      let ci = colorIndex.get(c);
+      if (ci === undefined) {
+        ci = colors.length;
+        colors.push(c);
+        colorIndex.set(c, ci);
+      }
+      rects.push(ax, ay, n.w, n.h, ci, n.depth);
+      if (n.expanded && n.children && n.h > minPx * 4) for (const k of n.children) walk(k, ax + k.x, ay + k.y);
+    };
+    walk(root, root.x, root.y);
+    const bitmap = await engine.minimap({
+      width: MINIMAP_W, height: MINIMAP_H, scale: this.scale, rects: new Float64Array(rects), colors,
+      background: theme.background, stroke: theme.stroke,
+    });
+    if (job !== this.job) return;
+    this.image = bitmap ?? this.drawInline(rects, colors, theme);
+  }
+
+  private drawInline(rects: number[], colors: string[], theme: Theme): HTMLCanvasElement | null {
+    const c = document.createElement("canvas");
+    c.width = MINIMAP_W;
+    c.height = MINIMAP_H;
+    const ctx = c.getContext("2d");
+    if (!ctx) return null;
+    ctx.fillStyle = theme.background;
+    ctx.fillRect(0, 0, MINIMAP_W, MINIMAP_H);
+    const s = this.scale;
+    for (let i = 0; i < rects.length; i += 6) {
+      ctx.fillStyle = colors[rects[i + 4]];
+      ctx.fillRect(rects[i] * s, rects[i + 1] * s, Math.max(0.5, rects[i + 2] * s), Math.max(0.5, rects[i + 3] * s));
+    }
+    return c;
+  }
+
+  /** Redraw the image and the viewport rectangle (cheap: called on every pan frame). */
+  drawViewport(cam: Camera, vw: number, vh: number, theme: Theme): void {
+    const ctx = this.canvas.getContext("2d");
+    if (!ctx) return;
+    ctx.clearRect(0, 0, MINIMAP_W, MINIMAP_H);
+    ctx.fillStyle = theme.background;
+    ctx.fillRect(0, 0, MINIMAP_W, MINIMAP_H);
+    if (this.image) ctx.drawImage(this.image, 0, 0);
+    const tl = cam.toWorld(0, 0);
+    const s = this.scale;
+    ctx.strokeStyle = theme.selection;
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(tl.x * s, tl.y * s, (vw / cam.scale) * s, (vh / cam.scale) * s);
+  }
+}

@@ -1,0 +1,422 @@
+// The application shell: file / step / rank / micro-step selectors, the tabs, the error banner, the URL mirror,
+// dark mode, the language, and the test hooks (window.__tbprobe) the end-to-end tests use.
+import { ApiClient, ApiError, type GraphKey, type SideKey } from "../api/client";
+import type { Meta, NodeColors, RunFile, Side } from "../api/types";
+import { getLang, guessLang, setLang, t } from "../i18n";
+import { LayoutEngine } from "../layout/engine";
+import { DARK, DEFAULT_LEGEND, LIGHT, type Theme } from "../render/colors";
+import { defaultState, Store, type Tab, type ViewState } from "../state/state";
+import { embedInParentHash, extractFromParentHash, queryToState, stateToQuery } from "../state/url";
+import { mountMonitor } from "./monitor/index";
+import { CompareView } from "./compareView";
+import type { AppContext } from "./context";
+import { clear, el, option } from "./dom";
+import { FIRST_PAGE } from "./graphPane";
+import { GraphView } from "./graphView";
+import { OverflowView } from "./overflowView";
+import { CSS } from "./style";
+
+export interface TestHooks {
+  ready: boolean;
+  visibleNodes(side: Side): string[];
+  nodeRect(side: Side, name: string): { x: number; y: number; w: number; h: number } | null;
+  selected(): string | null;
+  expanded(side: Side): string[];
+  /** not in the e2e contract: drawing statistics for the benchmark */
+  stats(side: Side): { draws: number; lastDrawMs: number; visited: number } | null;
+}
+
+declare global {
+  interface Window {
+    __tbprobe?: TestHooks;
+  }
+}
+
+const TABS: Tab[] = ["graph", "compare", "overflow", "monitor"];
+
+function parentWindow(): Window | null {
+  try {
+    if (window.parent && window.parent !== window && window.parent.location.href) return window.parent;
+  } catch {
+    /* cross-origin parent: keep to our own URL */
+  }
+  return null;
+}
+
+export class App {
+  readonly root: HTMLElement;
+  private api: ApiClient;
+  private store: Store;
+  private engine: LayoutEngine;
+  private meta: Meta | null = null;
+  private legend: NodeColors = DEFAULT_LEGEND;
+  private theme: Theme = LIGHT;
+  private files: { run: string; file: RunFile }[] = [];
+  private busyCount = 0;
+  private loaded = false;
+  private ctx: AppContext;
+  private graph: GraphView;
+  private compare: CompareView;
+  private overflow: OverflowView;
+  private monitorBox: HTMLElement;
+  private monitorMounted = false;
+  private body: HTMLElement;
+  private banner: HTMLElement;
+  private bannerText: HTMLElement;
+  private fileSelect: HTMLSelectElement;
+  private stepSelect: HTMLSelectElement;
+  private rankSelect: HTMLSelectElement;
+  private microSelect: HTMLSelectElement;
+  private langSelect: HTMLSelectElement;
+  private tabButtons = new Map<Tab, HTMLButtonElement>();
+  private message: HTMLElement;
+  private urlTimer: ReturnType<typeof setTimeout> | null = null;
+  private metaPrefetch: { run: string; file: string; meta: Promise<Meta> } | null = null;
+
+  constructor(private readonly apiBase: string, host: HTMLElement) {
+    this.api = new ApiClient(apiBase);
+    this.engine = new LayoutEngine(new URL("static/worker.js", apiBase).href);
+    const parent = parentWindow();
+    const own = window.location.hash.replace(/^#/, "");
+    const fromParent = parent ? extractFromParentHash(parent.location.hash) : null;
+    const initial = queryToState(own || fromParent || "");
+    if (!/(^|&)lang=/.test(own || fromParent || "")) initial.lang = guessLang(navigator.languages ?? []);
+    setLang(initial.lang);
+    this.store = new Store(initial);
+    this.ctx = this.makeContext();
+
+    const style = document.createElement("style");
+    style.textContent = CSS;
+    document.head.append(style);
+
+    this.fileSelect = el("select", { testid: "file-select", title: t("file") });
+    this.stepSelect = el("select", { testid: "step-select", title: t("step") });
+    this.rankSelect = el("select", { testid: "rank-select", title: t("rank") });
+    this.microSelect = el("select", { testid: "microstep-select", title: t("microStep") });
+    this.langSelect = el("select", { testid: "lang-select", title: t("language") }, option("en", "English"),
+      option("zh", "中文"));
+    this.langSelect.value = initial.lang;
+    this.fileSelect.addEventListener("change", () => {
+      const f = this.files[parseInt(this.fileSelect.value, 10)];
+      if (f) void this.openFile(f.run, f.file.file, true);
+    });
+    this.stepSelect.addEventListener("change", () => this.changeGraph({ step: parseInt(this.stepSelect.value, 10) }));
+    this.rankSelect.addEventListener("change", () => this.changeGraph({ rank: parseInt(this.rankSelect.value, 10) }));
+    this.microSelect.addEventListener("change", () =>
+      this.changeGraph({ microStep: parseInt(this.microSelect.value, 10) }));
+    this.langSelect.addEventListener("change", () => {
+      this.store.set({ lang: this.langSelect.value as "en" | "zh" });
+      this.flushUrl();
+      // Every label is built in the chosen language: rebuild the page in place, keeping the view.
+      this.rebuild();
+    });
+    const tabs = el("div", { class: "ga-tabs", role: "tablist" });
+    const tabLabel: Record<Tab, "tabGraph"> = {
+      graph: "tabGraph", compare: "tabCompare" as "tabGraph", overflow: "tabOverflow" as "tabGraph",
+      monitor: "tabMonitor" as "tabGraph",
+    };
+    for (const tab of TABS) {
+      const b = el("button", { testid: `view-tab-${tab}`, role: "tab", text: t(tabLabel[tab]) });
+      b.addEventListener("click", () => this.showTab(tab));
+      this.tabButtons.set(tab, b);
+      tabs.append(b);
+    }
+    const topbar = el("div", { class: "ga-topbar" },
+      el("label", { class: "ga-inline" }, `${t("file")}: `, this.fileSelect),
+      el("label", { class: "ga-inline" }, `${t("step")}: `, this.stepSelect),
+      el("label", { class: "ga-inline" }, `${t("rank")}: `, this.rankSelect),
+      el("label", { class: "ga-inline" }, `${t("microStep")}: `, this.microSelect),
+      tabs, el("span", { class: "ga-spacer" }), this.langSelect);
+    this.bannerText = el("span", { class: "ga-error-text" });
+    const closeBanner = el("button", { class: "ga-small", text: "×", "aria-label": "close" });
+    closeBanner.addEventListener("click", () => (this.banner.hidden = true));
+    this.banner = el("div", { class: "ga-error", testid: "error-banner", role: "alert", hidden: true },
+      this.bannerText, el("span", { class: "ga-spacer" }), closeBanner);
+    this.message = el("div", { class: "ga-message" });
+    this.graph = new GraphView(this.ctx);
+    this.compare = new CompareView(this.ctx);
+    this.overflow = new OverflowView(this.ctx);
+    this.monitorBox = el("div", { class: "ga-monitor" });
+    this.body = el("div", { class: "ga-body" });
+    this.root = el("div", { class: "ga-root", testid: "ga-root", lang: initial.lang }, topbar, this.banner, this.body);
+    host.append(this.root);
+    this.store.subscribe(() => this.scheduleUrl());
+    this.followDarkMode();
+    this.installHooks();
+  }
+
+  private makeContext(): AppContext {
+    return {
+      api: this.api,
+      store: this.store,
+      engine: this.engine,
+      apiBase: this.apiBase,
+      meta: () => this.meta,
+      graphKey: () => this.graphKey(),
+      sideKey: (side) => ({ ...this.graphKey(), side }) as SideKey,
+      theme: () => this.theme,
+      legend: () => this.legend,
+      setLegend: (c) => (this.legend = c),
+      error: (e) => this.showError(e),
+      busy: (d) => (this.busyCount += d),
+      goToNode: (side, name, rank) => this.goToNode(side, name, rank),
+    };
+  }
+
+  private graphKey(): GraphKey {
+    const s = this.store.state;
+    return { run: s.run, file: s.file, step: s.step, rank: s.rank };
+  }
+
+  showError(e: unknown): void {
+    const msg = e instanceof ApiError || e instanceof Error ? e.message : String(e);
+    this.bannerText.textContent = msg;
+    this.banner.hidden = false;
+  }
+
+  private scheduleUrl(): void {
+    if (this.urlTimer) clearTimeout(this.urlTimer);
+    this.urlTimer = setTimeout(() => this.flushUrl(), 150);
+  }
+
+  /** Mirror the state into our own URL and, when the TensorBoard page is reachable, into its fragment too. */
+  private flushUrl(): void {
+    const q = stateToQuery(this.store.state);
+    try {
+      // Absolute: the plugin page has <base href="plugin/graph_ascend/">, which a bare "#..." would resolve against.
+      history.replaceState(history.state, "", `${location.pathname}${location.search}#${q}`);
+    } catch {
+      /* sandboxed */
+    }
+    const parent = parentWindow();
+    if (parent) {
+      try {
+        const hash = embedInParentHash(parent.location.hash, q);
+        parent.history.replaceState(parent.history.state, "", parent.location.pathname + parent.location.search + hash);
+      } catch {
+        /* the parent refused: our own URL still holds the state */
+      }
+    }
+  }
+
+  private followDarkMode(): void {
+    const media = window.matchMedia?.("(prefers-color-scheme: dark)");
+    const parent = parentWindow();
+    const update = () => {
+      // Inside TensorBoard its own setting wins (it already folds in the system preference and the user's
+      // override, as body.dark-mode); on its own, the page follows the system.
+      const dark = parent?.document.body ? parent.document.body.classList.contains("dark-mode") : !!media?.matches;
+      this.theme = dark ? DARK : LIGHT;
+      this.root.classList.toggle("ga-dark", dark);
+      if (this.loaded) this.graph.redraw();
+    };
+    media?.addEventListener?.("change", update);
+    if (parent?.document.body) {
+      new MutationObserver(update).observe(parent.document.body, { attributes: true, attributeFilter: ["class"] });
+    }
+    update();
+  }
+
+  private installHooks(): void {
+    const app = this;
+    window.__tbprobe = {
+      get ready() {
+        return app.loaded && app.busyCount === 0;
+      },
+      set ready(_v: boolean) {
+        /* read-only */
+      },
+      visibleNodes: (side) => this.graph.panes.get(side)?.shownNames() ?? [],
+      nodeRect: (side, name) => this.graph.panes.get(side)?.nodeRect(name) ?? null,
+      selected: () => this.store.state.selected?.name ?? null,
+      expanded: (side) => this.graph.panes.get(side)?.expandedNames() ?? [],
+      stats: (side) => {
+        const p = this.graph.panes.get(side);
+        return p ? { draws: p.draws, lastDrawMs: p.lastDrawMs, visited: p.lastVisited } : null;
+      },
+    };
+  }
+
+  /**
+   * Start the reads the first drawing needs before they are asked for (meta, roots, the roots' first children),
+   * so they travel together instead of one round trip after another; the panes then find them in the cache.
+   */
+  private prefetch(run: string, file: string, sides: Side[]): void {
+    if (!this.metaPrefetch || this.metaPrefetch.run !== run || this.metaPrefetch.file !== file) {
+      this.metaPrefetch = { run, file, meta: this.api.meta({ run, file }) };
+      this.metaPrefetch.meta.catch(() => undefined);
+    }
+    const s = this.store.state;
+    for (const side of sides) {
+      const key: SideKey = { run, file, step: s.step, rank: s.rank, side };
+      this.api.root(key).then((r) => this.api.children(key, r.name, s.microStep, 0, FIRST_PAGE)).catch(() => undefined);
+    }
+  }
+
+  async start(): Promise<void> {
+    this.busyCount++;
+    performance.mark?.("tbprobe:start");
+    try {
+      const s0 = this.store.state;
+      if (s0.run && s0.file) this.prefetch(s0.run, s0.file, ["NPU"]);
+      const runs = await this.api.runs();
+      performance.mark?.("tbprobe:runs");
+      this.files = runs.runs.flatMap((r) => r.files.map((file) => ({ run: r.run, file })));
+      clear(this.fileSelect);
+      this.files.forEach((f, i) => {
+        const label = f.run === "." ? f.file.file : `${f.run}/${f.file.file}`;
+        const o = option(String(i), f.file.error ? `${label} (${f.file.error})` : label);
+        o.disabled = !!f.file.error;
+        this.fileSelect.append(o);
+      });
+      const s = this.store.state;
+      let pick = this.files.find((f) => f.run === s.run && f.file.file === s.file);
+      pick ??= this.files.find((f) => f.file.graph_type === "compare" && !f.file.error)
+        ?? this.files.find((f) => !f.file.error) ?? this.files[0];
+      if (!pick) {
+        this.message.textContent = t("noFiles");
+        this.showTab(s.tab === "monitor" ? "monitor" : "graph");
+        this.loaded = true;
+        return;
+      }
+      await this.openFile(pick.run, pick.file.file, pick.run !== s.run || pick.file.file !== s.file);
+    } catch (e) {
+      this.showError(e);
+      this.loaded = true;
+    } finally {
+      this.busyCount--;
+    }
+  }
+
+  /** Open a file; `fresh` forgets the selection and expansion that belonged to the previous file. */
+  async openFile(run: string, file: string, fresh: boolean): Promise<void> {
+    this.busyCount++;
+    try {
+      const idx = this.files.findIndex((f) => f.run === run && f.file.file === file);
+      if (idx >= 0) this.fileSelect.value = String(idx);
+      const entry = this.files[idx]?.file;
+      this.prefetch(run, file, entry?.graph_type === "compare" ? ["NPU", "Bench"] : ["NPU"]);
+      const meta = await this.metaPrefetch!.meta;
+      this.metaPrefetch = null;
+      performance.mark?.("tbprobe:meta");
+      this.meta = meta;
+      this.legend = meta.node_colors && Object.keys(meta.node_colors).length ? meta.node_colors : DEFAULT_LEGEND;
+      // meta.node_colors already is the edited legend when a legend side file exists (docs/http_api.md).
+      const s = this.store.state;
+      const patch: Partial<ViewState> = fresh
+        ? { ...defaultState(), lang: s.lang, tab: s.tab, colorMode: s.colorMode, run, file }
+        : { run, file };
+      const steps = meta.steps.length ? meta.steps : [0];
+      const ranks = meta.ranks.length ? meta.ranks : [0];
+      const next = { ...s, ...patch };
+      if (!steps.includes(next.step)) patch.step = steps[0];
+      if (!ranks.includes(next.rank)) patch.rank = ranks[0];
+      if (next.microStep >= meta.micro_steps) patch.microStep = -1;
+      this.store.set(patch);
+      this.fillSelectors(meta);
+      await this.reloadViews();
+      performance.mark?.("tbprobe:loaded");
+      this.loaded = true;
+    } catch (e) {
+      this.showError(e);
+      this.loaded = true;
+    } finally {
+      this.busyCount--;
+    }
+  }
+
+  private fillSelectors(meta: Meta): void {
+    const s = this.store.state;
+    const fill = (sel: HTMLSelectElement, values: number[], value: number) => {
+      clear(sel);
+      for (const v of values) sel.append(option(String(v), String(v)));
+      sel.value = String(value);
+      sel.disabled = values.length < 2;
+    };
+    fill(this.stepSelect, meta.steps.length ? meta.steps : [0], s.step);
+    fill(this.rankSelect, meta.ranks.length ? meta.ranks : [0], s.rank);
+    clear(this.microSelect);
+    this.microSelect.append(option("-1", t("all")));
+    for (let i = 0; i < meta.micro_steps; i++) this.microSelect.append(option(String(i), String(i)));
+    this.microSelect.value = String(s.microStep);
+    this.microSelect.disabled = meta.micro_steps < 2;
+  }
+
+  private changeGraph(patch: { step?: number; rank?: number; microStep?: number }): void {
+    this.store.set(patch);
+    void this.reloadViews();
+  }
+
+  private async reloadViews(): Promise<void> {
+    this.busyCount++;
+    try {
+      this.showTab(this.store.state.tab);
+      await this.graph.load();
+      const tab = this.store.state.tab;
+      if (tab === "compare") await this.compare.reload();
+      if (tab === "overflow") await this.overflow.reload();
+    } catch (e) {
+      this.showError(e);
+    } finally {
+      this.busyCount--;
+    }
+  }
+
+  showTab(tab: Tab): void {
+    const changed = tab !== this.store.state.tab;
+    this.store.set({ tab });
+    for (const [k, b] of this.tabButtons) {
+      b.classList.toggle("ga-active", k === tab);
+      b.setAttribute("aria-selected", String(k === tab));
+    }
+    const compare = this.meta?.graph_type === "compare";
+    this.tabButtons.get("compare")!.disabled = !!this.meta && !compare;
+    clear(this.body);
+    if (tab === "monitor") {
+      if (!this.monitorMounted) {
+        this.monitorMounted = true;
+        mountMonitor(this.monitorBox, { apiBase: this.apiBase.replace(/\/$/, ""), lang: getLang() });
+      }
+      this.body.append(this.monitorBox);
+      return;
+    }
+    if (!this.meta) {
+      this.body.append(this.message);
+      return;
+    }
+    if (tab === "graph") {
+      this.body.append(this.graph.el);
+      for (const p of this.graph.panes.values()) p.requestDraw();
+    } else if (tab === "compare") {
+      this.body.append(this.compare.el);
+      if (changed) void this.compare.reload();
+    } else {
+      this.body.append(this.overflow.el);
+      if (changed) void this.overflow.reload();
+    }
+  }
+
+  async goToNode(side: Side, name: string, rank?: number): Promise<void> {
+    if (!name) return;
+    this.busyCount++;
+    try {
+      if (rank !== undefined && rank !== this.store.state.rank) {
+        this.store.set({ rank, selected: { side, name }, tab: "graph" });
+        this.rankSelect.value = String(rank);
+        await this.reloadViews();
+      }
+      this.showTab("graph");
+      await this.graph.select(side, name, { reveal: true, focus: true });
+    } finally {
+      this.busyCount--;
+    }
+  }
+
+  /** Rebuild every view in the current language, keeping the state. */
+  private rebuild(): void {
+    const host = this.root.parentElement!;
+    this.root.remove();
+    const next = new App(this.apiBase, host);
+    void next.start();
+  }
+}

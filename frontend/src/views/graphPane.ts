@@ -1,0 +1,490 @@
+// One side's graph (debug "NPU" or "Bench"): its laid-out tree, the canvas it is drawn on, the camera, the
+// minimap, and the mouse and keyboard. It loads children on demand from /api/children (only the children of the
+// node being expanded) and never re-lays-out on pan or zoom.
+import type { ApiClient, SideKey } from "../api/client";
+import type { NodeSummary, Side } from "../api/types";
+import type { LayoutEngine } from "../layout/engine";
+import {
+  absPos, collapse, expand, hitTest, isShown, LEAF_H, LEAF_W, layoutContent, makeNode, setChildren, shownNodes,
+  type LayoutNode,
+} from "../layout/tree";
+import { Camera } from "../render/camera";
+import { drawTree, type Paint } from "../render/draw";
+import { Minimap } from "../render/minimap";
+import type { Theme } from "../render/colors";
+import { el } from "./dom";
+import type { Colouring } from "./paint";
+
+export interface PaneHost {
+  api: ApiClient;
+  engine: LayoutEngine;
+  key(side: Side): SideKey;
+  microStep(): number;
+  theme(): Theme;
+  colouring(side: Side): Colouring;
+  selectedOn(side: Side): string | null;
+  counterpartOn(side: Side): string | null;
+  highlighted(side: Side): ReadonlySet<string>;
+  onSelect(side: Side, node: LayoutNode): void;
+  /** the user asked to expand or collapse a node (called at once, so the other side can load concurrently) */
+  onToggle(side: Side, node: LayoutNode, expanded: boolean): void;
+  /** the set of expanded nodes changed */
+  onLayout(side: Side): void;
+  onBusy(delta: number): void;
+  onError(e: unknown): void;
+}
+
+/** Children drawn from the first response; the rest of a long list follows in pages of MAX_PAGE. */
+export const FIRST_PAGE = 2000;
+const MAX_PAGE = 50000;
+
+/** A box standing for a child whose summary has not arrived yet (the empty name marks it). */
+function placeholder(order: number): NodeSummary {
+  return { name: "", type: 1, n_children: 0, precision: null, overflow: null, subtree_precision: null,
+    subtree_overflow: null, matched: true, micro_step: 0, order };
+}
+
+/** Safety cap for expand-to-depth: more expansions than this are left for the user to ask for. */
+const MAX_AUTO_EXPAND = 3000;
+
+export class GraphPane {
+  readonly el: HTMLElement;
+  readonly canvas: HTMLCanvasElement;
+  readonly minimap: Minimap;
+  readonly camera = new Camera();
+  root: LayoutNode | null = null;
+  readonly byName = new Map<string, LayoutNode>();
+  /** nodes whose long child list is still arriving */
+  private pending = new Map<LayoutNode, Promise<void>>();
+  private dirty = false;
+  private minimapDirty = false;
+  private zoomTarget: { scale: number; sx: number; sy: number } | null = null;
+  private generation = 0;
+  private width = 0;
+  private height = 0;
+  /** drawing statistics, read by the benchmark through window.__tbprobe.stats */
+  lastDrawMs = 0;
+  draws = 0;
+  lastVisited = 0;
+
+  constructor(readonly side: Side, private host: PaneHost, minimapTestId: string) {
+    this.canvas = el("canvas", { class: "ga-canvas", tabindex: 0, "aria-label": `${side} graph` });
+    this.minimap = new Minimap(minimapTestId, (wx, wy) => {
+      this.camera.centerOn(wx, wy, this.width, this.height);
+      this.requestDraw();
+    });
+    this.el = el("div", { class: "ga-pane", testid: `graph-pane-${side}` },
+      el("div", { class: "ga-pane-title", text: side === "NPU" ? "NPU" : "Bench" }),
+      this.canvas, this.minimap.canvas);
+    this.bindEvents();
+    new ResizeObserver(() => this.resize()).observe(this.el);
+  }
+
+  private resize(): void {
+    const r = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    this.width = r.width;
+    this.height = r.height;
+    this.canvas.width = Math.max(1, Math.round(r.width * dpr));
+    this.canvas.height = Math.max(1, Math.round(r.height * dpr));
+    this.requestDraw();
+  }
+
+  viewportSize(): { w: number; h: number } {
+    if (!this.width) {
+      const r = this.canvas.getBoundingClientRect();
+      this.width = r.width;
+      this.height = r.height;
+    }
+    return { w: this.width, h: this.height };
+  }
+
+  /** Drop the tree and load the root of the current file/step/rank, with its children shown. */
+  async load(): Promise<void> {
+    const gen = ++this.generation;
+    this.byName.clear();
+    this.pending.clear();
+    this.root = null;
+    this.requestDraw();
+    const key = this.host.key(this.side);
+    const summary = await this.host.api.root(key);
+    if (gen !== this.generation) return;
+    const root = makeNode(summary, null, 0);
+    this.root = root;
+    this.byName.set(root.name, root);
+    await this.expandNode(root, false);
+  }
+
+  /**
+   * Load a node's children. A long list comes in two steps: the first page is drawn at once, in boxes laid out
+   * for the whole list (the layout needs only the count), and the rest fill those boxes when they arrive.
+   */
+  private async ensureChildren(n: LayoutNode): Promise<{ w: number; h: number } | undefined> {
+    if (n.children) return undefined;
+    const gen = this.generation;
+    const key = this.host.key(this.side);
+    const ms = this.host.microStep();
+    this.host.onBusy(1);
+    try {
+      const first = await this.host.api.children(key, n.name, ms, 0, FIRST_PAGE);
+      performance.mark?.(`tbprobe:children-${this.side}`);
+      if (gen !== this.generation || n.children) return undefined;
+      const total = Math.max(first.total, first.children.length);
+      const summaries = first.children.slice();
+      for (let i = summaries.length; i < total; i++) summaries.push(placeholder(i));
+      const grid = await this.host.engine.grid(total);
+      performance.mark?.(`tbprobe:grid-${this.side}`);
+      if (gen !== this.generation || n.children) return undefined;
+      for (const k of setChildren(n, summaries, grid.xy)) if (k.name) this.byName.set(k.name, k);
+      if (first.children.length < total) this.pending.set(n, this.loadRest(n, first.children.length, gen));
+      return { w: grid.w, h: grid.h };
+    } finally {
+      this.host.onBusy(-1);
+    }
+  }
+
+  private async loadRest(n: LayoutNode, from: number, gen: number): Promise<void> {
+    const key = this.host.key(this.side);
+    this.host.onBusy(1);
+    try {
+      let offset = from;
+      const kids = n.children!;
+      while (offset < kids.length && gen === this.generation) {
+        const page = await this.host.api.children(key, n.name, this.host.microStep(), offset, MAX_PAGE);
+        if (gen !== this.generation || !page.children.length) break;
+        page.children.forEach((s, i) => {
+          const k = kids[offset + i];
+          if (!k) return;
+          k.summary = s;
+          k.name = s.name;
+          this.byName.set(s.name, k);
+        });
+        offset += page.children.length;
+        this.repaint();
+      }
+    } catch (e) {
+      this.host.onError(e);
+    } finally {
+      this.pending.delete(n);
+      this.host.onBusy(-1);
+    }
+  }
+
+  /** Resolves when every child of n is known by name (after a paged load). */
+  async whenLoaded(n: LayoutNode): Promise<void> {
+    await this.pending.get(n);
+  }
+
+  async expandNode(n: LayoutNode, notify = true): Promise<void> {
+    if (n.expanded || n.summary.n_children === 0) return;
+    if (notify) this.host.onToggle(this.side, n, true);
+    const presized = await this.ensureChildren(n);
+    if (!n.children || n.expanded) return;
+    expand(n, presized);
+    this.layoutChanged();
+    this.host.onLayout(this.side);
+  }
+
+  collapseNode(n: LayoutNode, notify = true): void {
+    if (!n.expanded) return;
+    if (notify) this.host.onToggle(this.side, n, false);
+    collapse(n);
+    this.layoutChanged();
+    this.host.onLayout(this.side);
+  }
+
+  async toggle(n: LayoutNode): Promise<void> {
+    if (n.expanded) this.collapseNode(n);
+    else await this.expandNode(n);
+  }
+
+  /** Expand the ancestors in `path` (root first) so its last node is shown; returns that node if found. */
+  async revealPath(path: string[]): Promise<LayoutNode | null> {
+    if (!this.root || !path.length) return null;
+    let n: LayoutNode | undefined = this.root;
+    if (path[0] !== this.root.name) return this.byName.get(path[path.length - 1]) ?? null;
+    for (let i = 1; i < path.length; i++) {
+      if (!n) return null;
+      await this.expandNode(n, false);
+      await this.whenLoaded(n);
+      n = n.children?.find((c) => c.name === path[i]);
+    }
+    return n ?? null;
+  }
+
+  /** Restore a list of expanded nodes (from the URL or the other pane); parents are expanded before children. */
+  async expandNames(names: string[]): Promise<void> {
+    const wanted = new Set(names);
+    let progress = true;
+    while (progress && wanted.size) {
+      progress = false;
+      for (const name of [...wanted]) {
+        const n = this.byName.get(name);
+        if (n && isShown(n)) {
+          wanted.delete(name);
+          await this.expandNode(n, false);
+          await this.whenLoaded(n);
+          progress = true;
+        }
+      }
+    }
+  }
+
+  async expandToDepth(depth: number): Promise<void> {
+    if (!this.root) return;
+    let frontier = [this.root];
+    let count = 0;
+    for (let d = 0; d < depth && frontier.length && count < MAX_AUTO_EXPAND; d++) {
+      const todo = frontier.filter((n) => n.summary.n_children > 0).slice(0, MAX_AUTO_EXPAND - count);
+      count += todo.length;
+      // A few requests at a time: fast, without flooding the server.
+      for (let i = 0; i < todo.length; i += 8) {
+        await Promise.all(todo.slice(i, i + 8).map(async (n) => {
+          await this.expandNode(n, false);
+          await this.whenLoaded(n);
+        }));
+      }
+      frontier = todo.flatMap((n) => n.children ?? []);
+    }
+  }
+
+  /** Collapse everything below the root (the root stays open, as on first load). */
+  collapseAll(): void {
+    const root = this.root;
+    if (!root) return;
+    for (const n of this.byName.values()) {
+      if (n !== root && n.expanded) {
+        n.expanded = false;
+        n.w = LEAF_W;
+        n.h = LEAF_H;
+      }
+    }
+    layoutContent(root, 0);
+    this.layoutChanged();
+  }
+
+  expandedNames(): string[] {
+    if (!this.root) return [];
+    return shownNodes(this.root).filter((n) => n.expanded).map((n) => n.name);
+  }
+
+  shownNames(): string[] {
+    return this.root ? shownNodes(this.root).filter((n) => n.name).map((n) => n.name) : [];
+  }
+
+  /** Screen rectangle of a shown node relative to the document, or null when hidden or outside the pane. */
+  nodeRect(name: string): { x: number; y: number; w: number; h: number } | null {
+    const n = this.byName.get(name);
+    if (!n || !isShown(n)) return null;
+    const p = absPos(n);
+    const s = this.camera.toScreen(p.x, p.y);
+    const w = n.w * this.camera.scale;
+    const h = n.h * this.camera.scale;
+    const { w: vw, h: vh } = this.viewportSize();
+    if (s.x > vw || s.y > vh || s.x + w < 0 || s.y + h < 0) return null;
+    const r = this.canvas.getBoundingClientRect();
+    return { x: r.left + s.x, y: r.top + s.y, w, h };
+  }
+
+  fit(): void {
+    if (!this.root) return;
+    const { w, h } = this.viewportSize();
+    this.camera.fit(this.root.x, this.root.y, this.root.w, this.root.h, w, h);
+    this.requestDraw();
+  }
+
+  /** Centre the view on a node, zooming in when it would be too small to read. */
+  focus(n: LayoutNode): void {
+    const p = absPos(n);
+    const { w, h } = this.viewportSize();
+    if (n.h * this.camera.scale < 18) this.camera.scale = Math.min(1, 24 / n.h);
+    if (n.w * this.camera.scale > w * 0.9) this.camera.scale = Math.max(0.002, (w * 0.9) / n.w);
+    this.camera.centerOn(p.x + Math.min(n.w, w / this.camera.scale) / 2, p.y + Math.min(n.h, h / 3 / this.camera.scale) / 2, w, h);
+    this.requestDraw();
+  }
+
+  layoutChanged(): void {
+    this.minimapDirty = true;
+    this.requestDraw();
+  }
+
+  /** Colours changed (mode, legend, metric): redraw and rebuild the minimap. */
+  repaint(): void {
+    this.layoutChanged();
+  }
+
+  requestDraw(): void {
+    if (this.dirty) return;
+    this.dirty = true;
+    requestAnimationFrame(() => this.frame());
+  }
+
+  private frame(): void {
+    this.dirty = false;
+    if (this.zoomTarget) {
+      const z = this.zoomTarget;
+      const next = this.camera.scale + (z.scale - this.camera.scale) * 0.35;
+      const done = Math.abs(next - z.scale) / z.scale < 0.01;
+      this.camera.zoomAt(z.sx, z.sy, (done ? z.scale : next) / this.camera.scale);
+      if (done) this.zoomTarget = null;
+      else this.requestDraw();
+    }
+    this.draw();
+  }
+
+  draw(): void {
+    const ctx = this.canvas.getContext("2d");
+    if (!ctx) return;
+    const t0 = performance.now();
+    const { w, h } = this.viewportSize();
+    const dpr = window.devicePixelRatio || 1;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const theme = this.host.theme();
+    if (!this.root) {
+      ctx.fillStyle = theme.background;
+      ctx.fillRect(0, 0, w, h);
+      return;
+    }
+    const colouring = this.host.colouring(this.side);
+    const paint: Paint = {
+      fill: colouring.fill, badge: colouring.badge, theme,
+      selected: this.host.selectedOn(this.side), counterpart: this.host.counterpartOn(this.side),
+      highlighted: this.host.highlighted(this.side),
+    };
+    const stats = drawTree(ctx, this.root, this.camera, w, h, paint);
+    this.lastVisited = stats.visited;
+    if (this.draws++ === 0) performance.mark?.(`tbprobe:first-draw-${this.side}`);
+    if (this.minimapDirty) {
+      this.minimapDirty = false;
+      const root = this.root;
+      void this.minimap.rebuild(root, colouring.fill, theme, this.host.engine)
+        .then(() => this.minimap.drawViewport(this.camera, this.width, this.height, theme));
+    }
+    this.minimap.drawViewport(this.camera, w, h, theme);
+    this.lastDrawMs = performance.now() - t0;
+  }
+
+  private local(ev: MouseEvent): { x: number; y: number } {
+    const r = this.canvas.getBoundingClientRect();
+    return { x: ev.clientX - r.left, y: ev.clientY - r.top };
+  }
+
+  nodeAt(ev: MouseEvent): LayoutNode | null {
+    if (!this.root) return null;
+    const p = this.local(ev);
+    const w = this.camera.toWorld(p.x, p.y);
+    const n = hitTest(this.root, w.x, w.y);
+    return n && n.name ? n : null; // a box still waiting for its summary is not clickable yet
+  }
+
+  private bindEvents(): void {
+    const c = this.canvas;
+    c.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const p = this.local(ev);
+      // Pinch / ctrl+wheel and plain wheel both zoom around the cursor (the reference panned instead).
+      const delta = ev.deltaMode === 1 ? ev.deltaY * 16 : ev.deltaY;
+      const base = this.zoomTarget ? this.zoomTarget.scale : this.camera.scale;
+      const scale = Math.max(0.002, Math.min(4, base * Math.exp(-delta * 0.0018)));
+      this.zoomTarget = { scale, sx: p.x, sy: p.y };
+      this.requestDraw();
+    }, { passive: false });
+    let drag: { x: number; y: number; tx: number; ty: number; moved: boolean } | null = null;
+    c.addEventListener("pointerdown", (ev) => {
+      if (ev.button !== 0) return;
+      c.focus();
+      drag = { x: ev.clientX, y: ev.clientY, tx: this.camera.tx, ty: this.camera.ty, moved: false };
+      c.setPointerCapture?.(ev.pointerId);
+    });
+    c.addEventListener("pointermove", (ev) => {
+      if (!drag) return;
+      const dx = ev.clientX - drag.x;
+      const dy = ev.clientY - drag.y;
+      if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+      drag.moved = true;
+      this.zoomTarget = null;
+      this.camera.tx = drag.tx + dx;
+      this.camera.ty = drag.ty + dy;
+      c.style.cursor = "grabbing";
+      this.requestDraw();
+    });
+    c.addEventListener("pointerup", (ev) => {
+      const d = drag;
+      drag = null;
+      c.style.cursor = "";
+      if (d && !d.moved) {
+        const n = this.nodeAt(ev);
+        if (n) this.host.onSelect(this.side, n);
+      }
+    });
+    c.addEventListener("dblclick", (ev) => {
+      const n = this.nodeAt(ev);
+      if (!n) return;
+      ev.preventDefault();
+      this.host.onSelect(this.side, n);
+      void this.toggle(n).catch((e) => this.host.onError(e));
+    });
+    c.addEventListener("keydown", (ev) => this.onKey(ev));
+  }
+
+  private onKey(ev: KeyboardEvent): void {
+    const name = this.host.selectedOn(this.side);
+    const n = name ? this.byName.get(name) : undefined;
+    const select = (m: LayoutNode | undefined | null) => {
+      if (!m || !m.name) return;
+      this.host.onSelect(this.side, m);
+      const r = this.nodeRect(m.name);
+      if (!r) this.focus(m);
+    };
+    let handled = true;
+    switch (ev.key) {
+      case "Enter":
+      case " ":
+        if (n) void this.toggle(n).catch((e) => this.host.onError(e));
+        break;
+      case "ArrowRight":
+        if (n && !n.expanded) void this.expandNode(n).catch((e) => this.host.onError(e));
+        else if (n?.children?.length) select(n.children[0]);
+        break;
+      case "ArrowLeft":
+        if (n && n.expanded) this.collapseNode(n);
+        else select(n?.parent);
+        break;
+      case "ArrowDown":
+        if (!n) select(this.root);
+        else if (n.parent?.children) select(n.parent.children[n.index + 1]);
+        break;
+      case "ArrowUp":
+        if (n?.parent?.children) select(n.parent.children[n.index - 1]);
+        break;
+      case "+":
+      case "=":
+        this.zoomBy(1.25);
+        break;
+      case "-":
+        this.zoomBy(0.8);
+        break;
+      case "f":
+        this.fit();
+        break;
+      default:
+        handled = false;
+    }
+    if (handled) ev.preventDefault();
+  }
+
+  zoomBy(factor: number): void {
+    const { w, h } = this.viewportSize();
+    this.camera.zoomAt(w / 2, h / 2, factor);
+    this.requestDraw();
+  }
+
+  /** Replace the summaries of nodes changed by a manual match. */
+  updateSummaries(changed: NodeSummary[]): void {
+    for (const s of changed) {
+      const n = this.byName.get(s.name);
+      if (n) n.summary = s;
+    }
+    this.repaint();
+  }
+}

@@ -1,0 +1,78 @@
+// The colour legend, editable: each entry's colour can be changed; the edit is saved by the server in a side file
+// (<file>.legend.json), never in the database itself unless the user applies edits.
+import type { NodeColors } from "../api/types";
+import { t } from "../i18n";
+import { METRIC_STOPS, OVERFLOW_COLORS } from "../render/colors";
+import { formatMetric } from "./format";
+import type { AppContext } from "./context";
+import { clear, el } from "./dom";
+import type { GraphView } from "./graphView";
+
+/** Replace one colour key of a legend, keeping the order of entries. */
+export function recolor(legend: NodeColors, from: string, to: string): NodeColors {
+  const out: NodeColors = {};
+  for (const [k, v] of Object.entries(legend)) out[k === from ? to : k] = v;
+  return out;
+}
+
+export class LegendPanel {
+  readonly el: HTMLElement;
+  private list: HTMLElement;
+
+  constructor(private ctx: AppContext, private graph: GraphView) {
+    this.list = el("div", { class: "ga-legend-list" });
+    this.el = el("section", { class: "ga-legend", testid: "legend" }, el("h3", { text: t("legend") }),
+      el("p", { class: "ga-muted", text: t("legendHelp") }), this.list);
+    ctx.store.subscribe((_s, changed) => {
+      if (changed.has("colorMode")) this.render();
+    });
+  }
+
+  render(): void {
+    clear(this.list);
+    if (this.ctx.store.state.colorMode === "overflow") {
+      for (const [level, color] of Object.entries(OVERFLOW_COLORS)) {
+        this.list.append(el("div", { class: "ga-legend-item", testid: "legend-item" },
+          el("span", { class: "ga-swatch", style: `background:${color}` }),
+          el("span", { text: t(level as "medium") })));
+      }
+      return;
+    }
+    if (this.ctx.store.state.colorMode === "metric") {
+      const m = this.graph.metricScale();
+      if (m && Number.isFinite(m.scale.min)) {
+        const stops = METRIC_STOPS.map((c, i) => `${c} ${Math.round((i / (METRIC_STOPS.length - 1)) * 100)}%`).join(",");
+        this.list.append(el("div", { class: "ga-legend-item", testid: "legend-item" }, el("span", { text: m.metric })),
+          el("div", { class: "ga-gradient", style: `background:linear-gradient(to right,${stops})` }),
+          el("div", { class: "ga-row ga-muted" }, el("span", { text: formatMetric(m.scale.min) }),
+            el("span", { class: "ga-spacer" }), el("span", { text: `${formatMetric(m.scale.max)} (log)` })));
+      }
+      return;
+    }
+    const legend = this.ctx.legend();
+    for (const [color, entry] of Object.entries(legend)) {
+      const input = el("input", { type: "color", value: color.length === 7 ? color : "#cccccc", title: color });
+      input.addEventListener("change", () => void this.change(color, input.value.toUpperCase()));
+      const range = entry.value && entry.value.length === 2 ? `[${entry.value[0]}, ${entry.value[1]}]` : "";
+      const level = entry.accuracy_level ?? "";
+      const word = level.split(" ")[0];
+      const label = word === "pass" || word === "warning" || word === "error" || word === "unmatched" ? t(word) : level;
+      this.list.append(el("div", { class: "ga-legend-item", testid: "legend-item", title: entry.description ?? "" },
+        input, el("span", { class: "ga-legend-label", text: `${label} ${range}` })));
+    }
+  }
+
+  private async change(from: string, to: string): Promise<void> {
+    if (from === to) return;
+    const next = recolor(this.ctx.legend(), from, to);
+    this.ctx.setLegend(next);
+    this.render();
+    this.graph.redraw();
+    try {
+      const k = this.ctx.graphKey();
+      await this.ctx.api.saveLegend({ run: k.run, file: k.file }, next);
+    } catch (e) {
+      this.ctx.error(e);
+    }
+  }
+}

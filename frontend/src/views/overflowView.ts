@@ -1,0 +1,49 @@
+// The overflow dashboard: for every rank, the overflow nodes in execution order, the first one highlighted (where
+// an overflow starts is what matters), each a link to the node in the graph.
+import { t } from "../i18n";
+import type { AppContext } from "./context";
+import { clear, el } from "./dom";
+
+export class OverflowView {
+  readonly el: HTMLElement;
+  private list: HTMLElement;
+  private seq = 0;
+
+  constructor(private ctx: AppContext) {
+    this.list = el("div", { class: "ga-overflow-list", testid: "overflow-list" });
+    this.el = el("div", { class: "ga-overflow-view" }, el("h3", { text: t("overflowList") }), this.list);
+  }
+
+  async reload(): Promise<void> {
+    const seq = ++this.seq;
+    const meta = this.ctx.meta();
+    if (!meta) return;
+    const k = this.ctx.graphKey();
+    const ranks = meta.ranks.length ? meta.ranks : [k.rank];
+    const results = await Promise.all(ranks.map((rank) =>
+      this.ctx.api.overflow({ ...k, rank }).catch((e: unknown) => {
+        this.ctx.error(e);
+        return { items: [] };
+      })));
+    if (seq !== this.seq) return;
+    clear(this.list);
+    ranks.forEach((rank, i) => {
+      const items = results[i].items;
+      const section = el("section", { class: "ga-overflow-rank" },
+        el("h4", { text: `${t("rank")} ${rank} (${items.length})` }));
+      if (!items.length) section.append(el("p", { class: "ga-muted", text: t("noOverflow") }));
+      const ol = el("ol", { class: "ga-list" });
+      items.forEach((it, j) => {
+        const first = it.first ?? j === 0;
+        const li = el("li", { testid: "overflow-item", class: `ga-clickable${first ? " ga-first" : ""}`, title: t("goToGraph") },
+          el("span", { class: `ga-badge ga-o-${it.overflow}`, text: t(it.overflow) }),
+          el("span", { class: "ga-item-name", text: it.name }),
+          first ? el("span", { class: "ga-first-tag", text: t("first") }) : null);
+        li.addEventListener("click", () => void this.ctx.goToNode("NPU", it.name, rank));
+        ol.append(li);
+      });
+      section.append(ol);
+      this.list.append(section);
+    });
+  }
+}

@@ -1,0 +1,170 @@
+"""The collector's configuration: the reference's config.json keys, validated once, at construction.
+
+Every problem (unknown key, bad value, wrong type) is a TbprobeError raised here, never later in training.
+Framework-neutral.
+"""
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from tbprobe.errors import TbprobeError
+
+__all__ = ["CollectorConfig", "load_config", "parse_config", "TASKS", "LEVELS"]
+
+TASKS = ("statistics", "tensor", "structure")
+# Tasks of the reference that later issues implement: their blocks are accepted in a file, the task itself is not.
+LATER_TASKS = ("overflow_check", "free_benchmark", "run_ut", "grad_probe", "acc_check", "exception_dump")
+LEVELS = ("L0", "L1", "mix", "debug")
+SUMMARY_MODES = ("statistics", "md5", "xor")
+DATA_MODES = ("all", "forward", "backward", "input", "output")
+RISK_LEVELS = ("FOCUS", "CORE", "ALL")
+PRECISIONS = ("low", "high")
+
+_TOP_KEYS = {"task", "dump_path", "rank", "step", "level", "async_dump", "extra_info", "precision", "risk_level",
+             "framework", "is_deterministic", "enable_dataloader", "seed"} | set(TASKS) | set(LATER_TASKS)
+_BLOCK_KEYS = {"scope", "list", "tensor_list", "data_mode", "summary_mode", "file_format", "risk_level",
+               "backward_input", "online_run_ut", "nfs_path", "host", "port"}
+
+
+@dataclass
+class CollectorConfig:
+    task: str = "statistics"
+    dump_path: str = "./tbprobe_dump"
+    level: str = "L1"
+    ranks: Tuple[int, ...] = ()          # empty = every rank
+    steps: Tuple[int, ...] = ()          # empty = every step
+    async_dump: bool = False
+    extra_info: bool = True
+    precision: str = "high"
+    scope: List[str] = field(default_factory=list)
+    api_list: List[str] = field(default_factory=list)
+    tensor_list: List[str] = field(default_factory=list)
+    data_mode: List[str] = field(default_factory=lambda: ["all"])
+    summary_mode: str = "statistics"
+    risk_level: Optional[str] = None     # None = default (FOCUS unless scope or list is set)
+
+    @property
+    def effective_risk_level(self) -> str:
+        if self.risk_level:
+            return self.risk_level
+        return "ALL" if (self.scope or self.api_list) else "FOCUS"
+
+
+def _fail(where: str, problem: str) -> None:
+    raise TbprobeError(f"config {where}: {problem}")
+
+
+def _int_list(where: str, value: Any, allow_ranges: bool) -> Tuple[int, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        _fail(where, f"must be a list, got {type(value).__name__}")
+    out: List[int] = []
+    for v in value:
+        if isinstance(v, bool):
+            _fail(where, f"invalid entry {v!r}")
+        if isinstance(v, int):
+            if v < 0:
+                _fail(where, f"negative entry {v}")
+            out.append(v)
+        elif allow_ranges and isinstance(v, str) and v.count("-") == 1:
+            lo, hi = v.split("-")
+            if not (lo.strip().isdigit() and hi.strip().isdigit()) or int(lo) > int(hi):
+                _fail(where, f"invalid range {v!r} (want 'a-b' with a <= b)")
+            out.extend(range(int(lo), int(hi) + 1))
+        else:
+            _fail(where, f"invalid entry {v!r}")
+    return tuple(sorted(set(out)))
+
+
+def _str_list(where: str, value: Any) -> List[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        _fail(where, "must be a list of strings")
+    return list(value)
+
+
+def _bool(where: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        _fail(where, f"must be true or false, got {value!r}")
+    return value
+
+
+def _choice(where: str, value: Any, choices: Tuple[str, ...]) -> str:
+    if value not in choices:
+        _fail(where, f"invalid value {value!r} (one of {', '.join(choices)})")
+    return value
+
+
+def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Optional[str] = None,
+                 level: Optional[str] = None, step: Optional[List[int]] = None) -> CollectorConfig:
+    """Validate a config dict (as read from config.json); the explicit arguments override the file."""
+    if not isinstance(raw, dict):
+        _fail("file", "must hold a JSON object")
+    unknown = sorted(set(raw) - _TOP_KEYS)
+    if unknown:
+        _fail(f"key {unknown[0]!r}", f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+    cfg = CollectorConfig()
+    cfg.task = _choice("task", task or raw.get("task", "statistics"), TASKS + LATER_TASKS)
+    if cfg.task in LATER_TASKS:
+        _fail("task", f"{cfg.task!r} is not supported by the collector (use statistics, tensor or structure)")
+    cfg.dump_path = dump_path or raw.get("dump_path") or cfg.dump_path
+    if not isinstance(cfg.dump_path, str) or not cfg.dump_path.strip():
+        _fail("dump_path", "must be a non-empty string")
+    cfg.level = _choice("level", level or raw.get("level", "L1"), LEVELS)
+    cfg.ranks = _int_list("rank", raw.get("rank"), allow_ranges=True)
+    cfg.steps = _int_list("step", step if step is not None else raw.get("step"), allow_ranges=True)
+    cfg.async_dump = _bool("async_dump", raw.get("async_dump", False))
+    cfg.extra_info = _bool("extra_info", raw.get("extra_info", True))
+    cfg.precision = _choice("precision", raw.get("precision", "high"), PRECISIONS)
+    if raw.get("framework", "pytorch") not in ("pytorch", "mindspore"):
+        _fail("framework", f"invalid value {raw.get('framework')!r}")
+    if "is_deterministic" in raw:
+        _bool("is_deterministic", raw["is_deterministic"])
+    if raw.get("enable_dataloader", False) is not False:
+        _fail("enable_dataloader", "is not supported (wrap the training step with start/stop/step instead)")
+    if raw.get("risk_level") is not None:
+        cfg.risk_level = _choice("risk_level", raw["risk_level"], RISK_LEVELS)
+
+    block = raw.get(cfg.task, {}) or {}
+    for name in TASKS + LATER_TASKS:
+        b = raw.get(name)
+        if b is not None and not isinstance(b, dict):
+            _fail(name, "must be a JSON object")
+        if isinstance(b, dict):
+            bad = sorted(set(b) - _BLOCK_KEYS)
+            if bad:
+                _fail(f"{name}.{bad[0]}", f"unknown key (known: {', '.join(sorted(_BLOCK_KEYS))})")
+    where = cfg.task
+    cfg.scope = _str_list(f"{where}.scope", block.get("scope"))
+    if cfg.scope and len(cfg.scope) != 2:
+        _fail(f"{where}.scope", "must hold two full names (first and last of the range) or be empty")
+    cfg.api_list = _str_list(f"{where}.list", block.get("list"))
+    cfg.tensor_list = _str_list(f"{where}.tensor_list", block.get("tensor_list"))
+    cfg.data_mode = _str_list(f"{where}.data_mode", block.get("data_mode", ["all"])) or ["all"]
+    for m in cfg.data_mode:
+        _choice(f"{where}.data_mode", m, DATA_MODES)
+    cfg.summary_mode = _choice(f"{where}.summary_mode", block.get("summary_mode", "statistics"), SUMMARY_MODES)
+    if cfg.task != "statistics" and "summary_mode" in block:
+        _fail(f"{where}.summary_mode", "only applies to task statistics")
+    if block.get("risk_level") is not None:
+        cfg.risk_level = _choice(f"{where}.risk_level", block["risk_level"], RISK_LEVELS)
+    if block.get("file_format", "pt") not in ("pt", "npy", "bin"):
+        _fail(f"{where}.file_format", f"invalid value {block.get('file_format')!r}")
+    return cfg
+
+
+def load_config(config_path: Optional[str], **overrides: Any) -> CollectorConfig:
+    """Read and validate config.json (or only the overrides when no path is given)."""
+    raw: Dict[str, Any] = {}
+    if config_path is not None:
+        if not os.path.isfile(config_path):
+            raise TbprobeError(f"{config_path}: config file not found")
+        try:
+            with open(config_path, encoding="utf-8") as f:
+                raw = json.load(f)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TbprobeError(f"{config_path}: not a readable JSON file ({exc})") from None
+    return parse_config(raw, **overrides)

@@ -1,0 +1,43 @@
+"""Per-step health scalars in TensorBoard event files, written with TensorBoard's own event writer.
+
+Folder: <dump_path>/tbprobe_events/<rank dir>/, so `tensorboard --logdir <dump_path>` shows them next to the
+graph. Tags: tbprobe/nonfinite_tensors, tbprobe/max_abs, tbprobe/records.
+"""
+import logging
+import os
+import time
+from typing import Dict
+
+__all__ = ["HealthEvents"]
+
+log = logging.getLogger("tbprobe.collector")
+
+
+class HealthEvents:
+    def __init__(self, dump_path: str) -> None:
+        self.dump_path = dump_path
+        self._writers: Dict[str, object] = {}
+        self.available = True
+
+    def write(self, rank_dir: str, step: int, health: Dict[str, float]) -> None:
+        if not self.available:
+            return
+        try:
+            from tensorboard.compat.proto import event_pb2, summary_pb2
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        except ImportError:
+            self.available = False
+            log.warning("tbprobe: tensorboard is not installed: no health event files")
+            return
+        w = self._writers.get(rank_dir)
+        if w is None:
+            w = EventFileWriter(os.path.join(self.dump_path, "tbprobe_events", rank_dir))
+            self._writers[rank_dir] = w
+        values = [summary_pb2.Summary.Value(tag=f"tbprobe/{k}", simple_value=float(v)) for k, v in health.items()]
+        w.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)))
+        w.flush()
+
+    def close(self) -> None:
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()

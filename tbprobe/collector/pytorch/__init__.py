@@ -1,0 +1,1 @@
+"""The PyTorch adapter of the collector."""

@@ -1,0 +1,202 @@
+"""L1/mix: operator capture through one interception point, torch.overrides.TorchFunctionMode.
+
+The mode sees torch.*, Tensor methods and operators and torch.nn.functional; only the outermost call is seen
+(the mode is off inside its own handler). A few Tensor dunders are re-exposed by thin wrappers only to tell
+`x + y` (`Tensor.__add__`) from `x.add(y)`: their C implementation reports the plain method.
+Optimizer work is grouped under `optimizer` through torch's global optimizer step hooks.
+"""
+import inspect
+import threading
+import types
+from typing import Any, Dict, List, Optional
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from tbprobe.collector.naming import api_name
+from tbprobe.collector.pytorch.api_names import DUNDER_ALIASES, lookup, risk_of
+from tbprobe.collector.pytorch.session import Session, flatten_tensors
+
+__all__ = ["ApiCapture"]
+
+_dunder = threading.local()
+
+
+def _dunder_wrapper(dname: str, orig):
+    def wrapper(*args, **kwargs):
+        _dunder.name = dname
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            _dunder.name = None
+
+    wrapper.__name__ = dname
+    wrapper.__wrapped__ = orig
+    return wrapper
+
+
+class _Mode(TorchFunctionMode):
+    def __init__(self, capture: "ApiCapture") -> None:
+        super().__init__()
+        self.capture = capture
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        cap = self.capture
+        s = cap.session
+        if s.busy or not s.active:
+            return func(*args, **kwargs)
+        info = lookup(func)
+        if info is None:
+            return func(*args, **kwargs)
+        prefix, api = info
+        dname = getattr(_dunder, "name", None)
+        if dname is not None:
+            _dunder.name = None
+            if DUNDER_ALIASES.get(dname) == api:
+                api = dname
+        return cap.call(func, prefix, api, args, kwargs)
+
+
+_SIGNATURES: Dict[object, Optional[list]] = {}
+
+
+def _as_called(func, args: tuple, kwargs: dict):
+    """torch.nn.functional's Python functions hand their parameters to the mode as keywords; turn the
+    positional-or-keyword ones back into positions (modules call F positionally, and the reference records the
+    call as made) and drop keyword-only ones left at their default."""
+    params = _SIGNATURES.get(func, 0)
+    if params == 0:
+        params = None
+        if isinstance(func, types.FunctionType):
+            try:
+                params = list(inspect.signature(func).parameters.values())
+            except (TypeError, ValueError):
+                params = None
+        _SIGNATURES[func] = params
+    if not params:
+        return args, kwargs
+    pos = list(args)
+    rest = dict(kwargs)
+    for p in params[len(args):]:
+        if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name in rest:
+            pos.append(rest.pop(p.name))
+        else:
+            break
+    for p in params:
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name in rest:
+            v = rest[p.name]
+            if v is p.default or (isinstance(v, (bool, int, float, str)) and type(v) is type(p.default)
+                                  and v == p.default):
+                del rest[p.name]
+    return pos, rest
+
+
+class ApiCapture:
+    def __init__(self, session: Session, risk_level: str) -> None:
+        self.session = session
+        self.risk_level = risk_level
+        self._mode: Optional[_Mode] = None
+        self._saved: Dict[str, Any] = {}
+        self._opt_handles: List[Any] = []
+
+    # --- install / remove ------------------------------------------------------------------------------------
+    def enter(self) -> None:
+        if self._mode is not None:
+            return
+        for dname in DUNDER_ALIASES:
+            orig = torch.Tensor.__dict__.get(dname)
+            if orig is None:
+                orig = getattr(torch.Tensor, dname, None)
+                if orig is None:
+                    continue
+            self._saved[dname] = torch.Tensor.__dict__.get(dname)
+            setattr(torch.Tensor, dname, _dunder_wrapper(dname, getattr(torch.Tensor, dname)))
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._opt_handles = [register_optimizer_step_pre_hook(self._opt_pre),
+                             register_optimizer_step_post_hook(self._opt_post)]
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+
+    def exit(self) -> None:
+        if self._mode is None:
+            return
+        try:
+            self._mode.__exit__(None, None, None)
+        except Exception as exc:  # a mode pushed by user code in between: report, do not raise
+            self.session.guard.report("leaving operator capture", exc)
+        self._mode = None
+        for dname, orig in self._saved.items():
+            if orig is None:
+                try:
+                    delattr(torch.Tensor, dname)
+                except AttributeError:
+                    pass
+            else:
+                setattr(torch.Tensor, dname, orig)
+        self._saved = {}
+        for h in self._opt_handles:
+            h.remove()
+        self._opt_handles = []
+
+    def _opt_pre(self, optimizer, args, kwargs) -> None:
+        s = self.session
+        if s.active:
+            s.in_optimizer = True
+            s.record.add_construct("optimizer", None)
+
+    def _opt_post(self, optimizer, args, kwargs) -> None:
+        self.session.in_optimizer = False
+
+    # --- one call ----------------------------------------------------------------------------------------------
+    def _with_data(self, api: str, prefix: str) -> bool:
+        if self.risk_level == "ALL" or prefix == "Distributed":
+            return True
+        risk = risk_of(api)
+        if self.risk_level == "CORE":
+            return risk == "core"
+        return risk != "low"
+
+    def call(self, func, prefix: str, api: str, args, kwargs):
+        s = self.session
+        s.busy += 1
+        try:
+            base = f"{prefix}.{api}"
+            name = api_name(prefix, api, s.counters.next(base), "forward")
+            parent = s.forward_parent()
+            data = self._with_data(api, prefix) and s.record_data(name)
+            if data:
+                rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs else (args, kwargs)
+                args_items = [s.items.value(a, f"{name}.input.{i}") for i, a in enumerate(rec_args)]
+                kwargs_items = {k: s.items.value(v, f"{name}.input.{k}") for k, v in rec_kwargs.items()}
+                s.note_consumer(name, rec_args)
+                s.add_stack(name, 3)
+            grad = torch.is_grad_enabled()
+            in_nodes = [t.grad_fn for t in flatten_tensors((args, kwargs)) if t.grad_fn is not None] if grad else ()
+        except Exception as exc:
+            s.guard.report("operator pre-call", exc)
+            s.busy -= 1
+            return func(*args, **kwargs)
+        s.busy -= 1
+        out = func(*args, **kwargs)
+        s.busy += 1
+        try:
+            s.record.add_construct(name, parent)
+            outs = flatten_tensors(out)
+            if data:
+                o = out if isinstance(out, (list, tuple)) else [out]
+                entry = {"input_args": args_items, "input_kwargs": kwargs_items,
+                         "output": [s.items.value(v, f"{name}.output.{i}") for i, v in enumerate(o)]}
+                s.record.add_entry(name, entry)
+                s.note_producer(name, outs)
+            else:  # a construct-only node: its backward is a construct-only node too
+                s.skip_data(name.replace(".forward", ".backward"))
+            if grad:
+                s.track_node_backward(name.replace(".forward", ".backward"), parent, in_nodes, outs)
+        except Exception as exc:
+            s.guard.report("operator post-call", exc)
+        finally:
+            s.busy -= 1
+        return out

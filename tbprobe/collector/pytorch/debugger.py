@@ -1,0 +1,230 @@
+"""PrecisionDebugger: the collector's public class for PyTorch (drop-in for msprobe's)."""
+import atexit
+import contextlib
+import functools
+import logging
+import os
+from typing import Any, Callable, Iterator, List, Optional
+
+import torch
+
+from tbprobe.collector.config import CollectorConfig, load_config
+from tbprobe.collector.events import HealthEvents
+from tbprobe.collector.filters import StepFilter
+from tbprobe.collector.guard import HookGuard
+from tbprobe.collector.pytorch.api_mode import ApiCapture
+from tbprobe.collector.pytorch.distributed import DistributedCapture
+from tbprobe.collector.pytorch.module_hooks import ModuleHooks
+from tbprobe.collector.pytorch.session import Session
+from tbprobe.collector.recorder import StackInterner
+from tbprobe.collector.writer import StepWriter, check_writable
+from tbprobe.errors import TbprobeError
+
+__all__ = ["PrecisionDebugger"]
+
+log = logging.getLogger("tbprobe.collector")
+
+
+def _rank() -> Optional[int]:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank()
+    except Exception:
+        pass
+    return None
+
+
+class PrecisionDebugger:
+    """Records statistics of modules (L0), operators (L1) or both (mix) for the steps asked for.
+
+    ``PrecisionDebugger(config_path=None, task=None, dump_path=None, level=None, step=None)``; every
+    configuration problem is raised here as TbprobeError, never during training.
+    """
+
+    def __init__(self, config_path: Optional[str] = None, task: Optional[str] = None,
+                 dump_path: Optional[str] = None, level: Optional[str] = None,
+                 step: Optional[List[int]] = None, model: Optional[torch.nn.Module] = None) -> None:
+        self.config: CollectorConfig = load_config(config_path, task=task, dump_path=dump_path, level=level,
+                                                   step=step)
+        cfg = self.config
+        self.guard = HookGuard()
+        self.stacks = StackInterner()
+        self.session = Session(cfg, self.guard, self.stacks)
+        self.steps = StepFilter(cfg.steps, cfg.ranks)
+        self.current_step = 0
+        self.model = model
+        self._modules = ModuleHooks(self.session) if cfg.level in ("L0", "mix") else None
+        self._apis = ApiCapture(self.session, cfg.effective_risk_level) if cfg.level in ("L1", "mix") else None
+        self._dist = DistributedCapture(self.session) if cfg.level in ("L1", "mix") else None
+        self._writer: Optional[StepWriter] = None
+        self._events: Optional[HealthEvents] = None
+        self._step_open = False
+        self._finished = False
+        self._debug_counts: dict = {}
+
+    # --- the reference's API --------------------------------------------------------------------------------
+    def start(self, model: Optional[torch.nn.Module] = None) -> None:
+        """Begin (or resume) collecting the current step."""
+        if self._finished:
+            return
+        if not self.steps.step_wanted(self.current_step) or not self.steps.rank_wanted(_rank()):
+            return
+        self._open_writer()
+        if self._writer.failed:
+            self._finish(self._writer.failed)
+            return
+        model = model if model is not None else self.model
+        if self._modules is not None:
+            if model is None:
+                raise TbprobeError(f"level {self.config.level} records modules: call start(model=your_model)")
+            self.model = model
+            self._modules.attach(model)
+        if not self._step_open:
+            self.session.begin_step(self.current_step)
+            self._step_open = True
+        self.session.active = True
+        if self._apis is not None:
+            self._apis.enter()
+            self._dist.enter()
+
+    def stop(self) -> None:
+        """Pause collection (the step stays open until step())."""
+        self.session.active = False
+        if self._apis is not None:
+            self._apis.exit()
+            self._dist.exit()
+
+    def step(self) -> None:
+        """Finish the current step: its files are written in the background; the step counter advances."""
+        if self.session.active:
+            self.stop()
+        if self._step_open:
+            self._step_open = False
+            try:
+                record, values = self.session.end_step()
+                record.errors = self.guard.total
+                self._writer.submit(record, values, self._rank_dir())
+            except Exception as exc:
+                self.guard.report("step end", exc)
+        self.current_step += 1
+        if self.steps.finished(self.current_step):
+            self._finish(None)
+
+    def set_init_step(self, step: int) -> None:
+        if not isinstance(step, int) or step < 0:
+            raise TbprobeError(f"set_init_step: invalid step {step!r}")
+        self.current_step = step
+
+    def save(self, obj: Any, name: str) -> None:
+        """Level debug: record `obj` (tensor or nested container) as `<name>.<n>.debug`."""
+        if self.config.level != "debug" or self._finished:
+            return
+        if not self.steps.step_wanted(self.current_step):
+            return
+        try:
+            self._open_writer()
+            if not self._step_open:
+                self.session.begin_step(self.current_step)
+                self._step_open = True
+            n = self._debug_counts.get((self.current_step, name), 0)
+            self._debug_counts[(self.current_step, name)] = n + 1
+            key = f"{name}.{n}.debug"
+            s = self.session
+            s.busy += 1
+            try:
+                s.record.add_entry(key, {"value": s.items.value(obj, key)})
+                s.record.add_construct(key, None)
+            finally:
+                s.busy -= 1
+        except Exception as exc:
+            self.guard.report("save", exc)
+
+    # --- conveniences for training loops --------------------------------------------------------------------
+    def step_fn(self, fn: Callable) -> Callable:
+        """Decorator: the wrapped function is one training step (start, run, stop, step)."""
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self.start(self.model)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.stop()
+                self.step()
+
+        return wrapper
+
+    @contextlib.contextmanager
+    def collect(self, model: Optional[torch.nn.Module] = None) -> Iterator["PrecisionDebugger"]:
+        """Context manager for one training step: ``with debugger.collect(model): ...``."""
+        self.start(model)
+        try:
+            yield self
+        finally:
+            self.stop()
+            self.step()
+
+    @contextlib.contextmanager
+    def capture(self, module: torch.nn.Module) -> Iterator["PrecisionDebugger"]:
+        """Scoped capture of one module (and its children) for the duration of the block, within a step."""
+        if self._modules is None:
+            raise TbprobeError("capture(module) needs level L0 or mix")
+        self.start(module)
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    @property
+    def hook_errors(self) -> int:
+        return self.guard.total
+
+    def close(self) -> None:
+        """Write what is pending and release every hook (also done past the last listed step)."""
+        if self._step_open:
+            self.step()
+        self._finish(None)
+
+    # --- internals --------------------------------------------------------------------------------------------
+    def _rank_dir(self) -> str:
+        r = _rank()
+        return f"rank{r}" if r is not None else f"proc{os.getpid()}"
+
+    def _open_writer(self) -> None:
+        if self._writer is not None:
+            return
+        cfg = self.config
+        check_writable(cfg.dump_path)
+        self._events = HealthEvents(cfg.dump_path)
+        self._writer = StepWriter(cfg.dump_path, cfg.task, cfg.level, "pytorch", cfg.extra_info, self.stacks,
+                                  save_tensor=_save_tensor, on_step_written=self._on_written)
+        # the writer thread is a daemon: drain it at interpreter exit so the last step is not lost
+        atexit.register(self._writer.close)
+
+    def _on_written(self, out_dir: str, step: int, health: dict) -> None:
+        health = dict(health, hook_errors=float(self.guard.total))
+        if self._events is not None:
+            try:
+                self._events.write(os.path.basename(out_dir), step, health)
+            except Exception as exc:
+                self.guard.report("event file", exc)
+
+    def _finish(self, message: Optional[str]) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if message:
+            log.error("tbprobe: %s", message)
+        self.stop()
+        if self._modules is not None:
+            self._modules.detach()
+        if self._writer is not None:
+            self._writer.close()
+        if self._events is not None:
+            self._events.close()
+
+
+def _save_tensor(path: str, t: torch.Tensor) -> None:
+    torch.save(t.cpu(), path)

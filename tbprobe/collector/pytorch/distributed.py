@@ -1,0 +1,114 @@
+"""torch.distributed collectives as `Distributed.<api>.<n>.forward` records.
+
+torch.distributed functions are not torch functions, so the few collectives are wrapped while capture is on.
+Inputs are summarised before the call, outputs after it; an asynchronous call (async_op=True) is recorded when
+its work handle's wait() returns, since only then does the output hold the result.
+"""
+from typing import Any, Dict
+
+from tbprobe.collector.naming import api_name
+from tbprobe.collector.pytorch.session import Session
+
+__all__ = ["DistributedCapture", "COLLECTIVES"]
+
+COLLECTIVES = (
+    "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "gather",
+    "scatter", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
+    "send", "recv", "isend", "irecv", "barrier", "batch_isend_irecv", "all_gather_object", "broadcast_object_list",
+)
+
+
+class _Work:
+    """Stands in for a work handle: records the call once wait() has returned."""
+
+    def __init__(self, work: Any, finish) -> None:
+        self._work = work
+        self._finish = finish
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._work.wait(*args, **kwargs)
+        finish, self._finish = self._finish, None
+        if finish is not None:
+            finish()
+        return result
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._work, item)
+
+
+class DistributedCapture:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._saved: Dict[str, Any] = {}
+
+    def enter(self) -> None:
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return
+        if not dist.is_available() or self._saved:
+            return
+        for name in COLLECTIVES:
+            orig = getattr(dist, name, None)
+            if orig is not None:
+                self._saved[name] = orig
+                setattr(dist, name, self._wrap(name, orig))
+
+    def exit(self) -> None:
+        if not self._saved:
+            return
+        import torch.distributed as dist
+
+        for name, orig in self._saved.items():
+            setattr(dist, name, orig)
+        self._saved = {}
+
+    def _wrap(self, api: str, orig):
+        s = self.session
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if s.busy or not s.active:
+                return orig(*args, **kwargs)
+            s.busy += 1
+            try:
+                name = api_name("Distributed", api, s.counters.next(f"Distributed.{api}"), "forward")
+                parent = s.forward_parent()
+                keep = s.record_data(name)
+                args_items = [s.items.value(a, f"{name}.input.{i}") for i, a in enumerate(args)] if keep else None
+                kwargs_items = {k: s.items.value(v, f"{name}.input.{k}") for k, v in kwargs.items()} if keep else None
+                if keep:
+                    s.add_stack(name, 2)
+            except Exception as exc:
+                s.guard.report("collective pre-call", exc)
+                s.busy -= 1
+                return orig(*args, **kwargs)
+            s.busy -= 1
+            result = orig(*args, **kwargs)
+            step = s.step
+
+            def finish() -> None:
+                if not s.active or s.step != step:
+                    return
+                s.busy += 1
+                try:
+                    s.record.add_construct(name, parent)
+                    if keep:
+                        # the reference writes the (now reduced/received) tensor arguments as the output
+                        outs = [s.items.value(a, f"{name}.output.{i}") for i, a in enumerate(args)
+                                if type(a).__name__ in ("Tensor", "Parameter", "list")]
+                        s.record.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items,
+                                                  "output": outs})
+                except Exception as exc:
+                    s.guard.report("collective post-call", exc)
+                finally:
+                    s.busy -= 1
+
+            if kwargs.get("async_op") or api in ("isend", "irecv"):
+                if result is not None and hasattr(result, "wait"):
+                    return _Work(result, finish)
+            finish()
+            return result
+
+        wrapper.__name__ = api
+        wrapper.__wrapped__ = orig
+        return wrapper

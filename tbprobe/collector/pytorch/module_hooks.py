@@ -1,0 +1,186 @@
+"""L0: module capture with forward pre/post hooks, tensor gradient hooks and parameter gradient hooks.
+
+No full backward hooks: they wrap outputs in a custom autograd Function and make in-place work on a module's
+output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's graph as it is.
+"""
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from tbprobe.collector.naming import params_grad_name
+from tbprobe.collector.pytorch.session import Session, flatten_tensors
+
+__all__ = ["ModuleHooks"]
+
+
+class _Call:
+    __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs")
+
+    def __init__(self, name, parent, args_items, kwargs_items, inputs):
+        self.name, self.parent, self.args_items, self.kwargs_items, self.inputs = (
+            name, parent, args_items, kwargs_items, inputs)
+
+
+class _ParamGrads:
+    """Gradients of one module's own parameters in one backward; emitted when the last one arrives."""
+
+    def __init__(self, hooks: "ModuleHooks", prefix: str, names: List[str]) -> None:
+        self.hooks = hooks
+        self.prefix = prefix
+        self.names = names
+        self.pending: Dict[str, Any] = {}
+        self.step = -1
+
+    def on_grad(self, pname: str, grad: torch.Tensor) -> None:
+        s = self.hooks.session
+        if not s.active or s.busy:
+            return
+        s.busy += 1
+        try:
+            if self.step != s.step:
+                self.pending = {}
+                self.step = s.step
+            idx_name = params_grad_name(self.prefix, 0)
+            keep = s.record_data(idx_name)
+            self.pending[pname] = [s.items.value(grad, f"{self.prefix}.parameters_grad.{pname}")] if keep else None
+            if len(self.pending) == len(self.names):
+                n = s.counters.next(self.prefix + ".parameters_grad")
+                name = params_grad_name(self.prefix, n)
+                if keep:
+                    s.record.add_entry(name, dict(self.pending))
+                self.pending = {}
+        except Exception as exc:
+            s.guard.report("parameter gradient hook", exc)
+        finally:
+            s.busy -= 1
+
+
+class ModuleHooks:
+    def __init__(self, session: Session, prefix: str = "Module") -> None:
+        self.session = session
+        self.prefix = prefix
+        self.handles: List[Any] = []
+        self.model_ids: set = set()
+        self._calls: Dict[int, List[_Call]] = {}
+
+    def attach(self, model: torch.nn.Module) -> None:
+        if id(model) in self.model_ids:
+            return
+        self.model_ids.add(id(model))
+        for path, mod in model.named_modules():
+            if path == "" and mod is model:
+                continue  # the root is the graph's DefaultModel, as in the reference
+            base = f"{self.prefix}.{path}.{type(mod).__name__}"
+            self.handles.append(mod.register_forward_pre_hook(self._pre(base), with_kwargs=True))
+            self.handles.append(mod.register_forward_hook(self._post(base), with_kwargs=True))
+            params = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
+            if params:
+                pg = _ParamGrads(self, base, [n for n, _ in params])
+                for n, p in params:
+                    self.handles.append(p.register_hook(_param_hook(pg, n)))
+
+    def detach(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        self.model_ids = set()
+
+    def _pre(self, base: str):
+        s = self.session
+
+        def pre_hook(mod, args, kwargs):
+            if not s.active or s.busy:
+                return None
+            s.busy += 1
+            try:
+                idx = s.counters.next(base)
+                name = f"{base}.forward.{idx}"
+                s.filter.note_start(name)
+                parent = s.forward_parent()
+                keep = s.record_data(name)
+                args_items = [s.items.value(a, f"{name}.input.{i}") for i, a in enumerate(args)] if keep else None
+                kwargs_items = ({k: s.items.value(v, f"{name}.input.{k}") for k, v in kwargs.items()}
+                                if keep else None)
+                s.note_consumer(name, args)
+                s.add_stack(name, 2) if keep else None
+                replaced = None
+                if torch.is_grad_enabled():
+                    replaced = _alias_inputs(args, kwargs)
+                    if replaced is not None:
+                        args, kwargs = replaced
+                tracker = s.prepare_backward(name.replace(".forward.", ".backward."), True,
+                                             flatten_tensors((args, kwargs)), parent)
+                self._calls.setdefault(id(mod), []).append(_Call(name, parent, args_items, kwargs_items, tracker))
+                s.fw_stack.append(name)
+                return replaced
+            except Exception as exc:
+                s.guard.report("module forward pre-hook", exc)
+            finally:
+                s.busy -= 1
+            return None
+
+        return pre_hook
+
+    def _post(self, base: str):
+        s = self.session
+
+        def post_hook(mod, args, kwargs, output):
+            calls = self._calls.get(id(mod))
+            if not calls or not s.active:
+                return None
+            call = calls.pop()
+            if s.fw_stack and s.fw_stack[-1] == call.name:
+                s.fw_stack.pop()
+            if s.busy:
+                return None
+            s.busy += 1
+            try:
+                name = call.name
+                s.record.add_construct(name, call.parent)
+                if s.record_data(name):
+                    out = output if isinstance(output, (list, tuple)) else [output]
+                    entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items,
+                             "output": [s.items.value(o, f"{name}.output.{i}") for i, o in enumerate(out)],
+                             "parameters": {pn: s.items.value(p, f"{name}.parameters.{pn}")
+                                            for pn, p in mod.named_parameters(recurse=False)}}
+                    s.record.add_entry(name, entry)
+                outs = flatten_tensors(output)
+                s.note_producer(name, outs, overwrite=False)
+                if call.inputs is not None:
+                    s.finish_backward(call.inputs, outs)
+            except Exception as exc:
+                s.guard.report("module forward hook", exc)
+            finally:
+                s.busy -= 1
+            return None
+
+        return post_hook
+
+
+def _alias_inputs(args: tuple, kwargs: dict):
+    """The module gets plain views (`x.view_as(x)`) of its inputs that require grad, so a hook on the view sees
+    this module's share of the input gradient (not the total over every consumer of x). A plain view, unlike
+    the custom Function of full backward hooks, still allows in-place work inside the module; values and
+    gradients are unchanged bit for bit."""
+    changed = False
+    new_args = list(args)
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            new_args[i] = a.view_as(a)
+            changed = True
+    new_kwargs = kwargs
+    for k, v in kwargs.items():
+        if isinstance(v, torch.Tensor) and v.requires_grad:
+            if new_kwargs is kwargs:
+                new_kwargs = dict(kwargs)
+            new_kwargs[k] = v.view_as(v)
+            changed = True
+    return (tuple(new_args), new_kwargs) if changed else None
+
+
+def _param_hook(pg: _ParamGrads, pname: str):
+    def hook(grad: torch.Tensor) -> Optional[torch.Tensor]:
+        pg.on_grad(pname, grad)
+        return None
+
+    return hook

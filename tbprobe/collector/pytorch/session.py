@@ -1,0 +1,348 @@
+"""The PyTorch side of one collection: builds records from hook calls into the neutral StepRecord.
+
+Forward records are built when a call ends (inputs summarised when it begins, so in-place work is seen before the
+mutation). Backward records come from tensor hooks on the call's outputs (gradients of the outputs, the
+backward's "input") and on its inputs (their gradients, the backward's "output"); no autograd node is added.
+"""
+import linecache
+import os
+import sys
+import weakref
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from tbprobe.collector.config import CollectorConfig
+from tbprobe.collector.filters import NameFilter
+from tbprobe.collector.guard import HookGuard
+from tbprobe.collector.naming import Counters
+from tbprobe.collector.pytorch.stats import StatBuffer
+from tbprobe.collector.pytorch.values import ItemMaker
+from tbprobe.collector.recorder import StackInterner, StepRecord
+
+__all__ = ["Session", "BackwardTracker"]
+
+_TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class BackwardTracker:
+    """Collects the gradients of one forward call; emits its backward record when they are all in."""
+
+    __slots__ = ("session", "name", "is_module", "out_items", "in_items", "missing_out", "missing_in", "parent",
+                 "started", "done", "step", "in_nodes")
+
+    def __init__(self, session: "Session", name: str, is_module: bool, n_out: int, n_in: int) -> None:
+        self.session = session
+        self.name = name
+        self.is_module = is_module
+        self.out_items: List[Any] = [None] * n_out
+        self.in_items: List[Any] = [None] * n_in
+        self.missing_out = n_out
+        self.missing_in = n_in
+        self.parent: Optional[str] = None
+        self.started = False
+        self.done = False
+        self.step = session.step
+        self.in_nodes: Dict[int, Any] = {}
+
+    def on_out_grad(self, i: int, grad: torch.Tensor) -> None:
+        s = self.session
+        if self.done or not s.active or s.step != self.step:
+            return
+        s.busy += 1
+        try:
+            if not self.started:
+                self.started = True
+                if self.is_module:
+                    s.bw_active.append(self)
+            self.out_items[i] = s.items.value(grad, f"{self.name}.input.{i}") if s.record_data(self.name) else None
+            self.missing_out -= 1
+            self._maybe_finish()
+        except Exception as exc:
+            s.guard.report("backward hook", exc)
+        finally:
+            s.busy -= 1
+
+    def on_in_grad(self, i: int, grad: torch.Tensor) -> None:
+        s = self.session
+        # may come before the output gradients when the module returns its input (an identity module)
+        if self.done or not s.active or s.step != self.step:
+            return
+        s.busy += 1
+        try:
+            self.in_items[i] = s.items.value(grad, f"{self.name}.output.{i}") if s.record_data(self.name) else None
+            self.missing_in -= 1
+            self._maybe_finish()
+        except Exception as exc:
+            s.guard.report("backward hook", exc)
+        finally:
+            s.busy -= 1
+
+    def _maybe_finish(self, force: bool = False) -> None:
+        if self.done or not self.started or (not force and (self.missing_out > 0 or self.missing_in > 0)):
+            return
+        self.done = True
+        s = self.session
+        if self.is_module and self in s.bw_active:
+            s.bw_active.remove(self)
+        s.record.add_construct(self.name, self.parent)
+        if s.record_data(self.name):
+            s.record.add_entry(self.name, {"input": self.out_items, "output": self.in_items})
+
+
+class NodeTracker:
+    """An operator's backward, as the reference records it: the autograd node(s) that made its outputs.
+
+    The record's "input" are the gradients flowing into those nodes, its "output" the gradients they produce."""
+
+    __slots__ = ("session", "name", "parent", "ins", "outs", "missing", "step")
+
+    def __init__(self, session: "Session", name: str, parent: Optional[str], n_nodes: int) -> None:
+        self.session = session
+        self.name = name
+        self.parent = parent
+        self.ins: List[Any] = []
+        self.outs: List[Any] = []
+        self.missing = n_nodes
+        self.step = session.step
+
+    def on_node(self, grad_inputs, grad_outputs) -> None:
+        s = self.session
+        if not s.active or s.step != self.step or self.missing <= 0:
+            return
+        s.busy += 1
+        try:
+            data = s.record_data(self.name)
+            if data:
+                base = len(self.ins)
+                self.ins.extend(s.items.value(g, f"{self.name}.input.{base + i}") for i, g in enumerate(grad_outputs))
+                base = len(self.outs)
+                self.outs.extend(s.items.value(g, f"{self.name}.output.{base + i}") for i, g in enumerate(grad_inputs))
+            self.missing -= 1
+            if self.missing == 0:
+                s.record.add_construct(self.name, self.parent)
+                if data:
+                    s.record.add_entry(self.name, {"input": self.ins, "output": self.outs})
+        except Exception as exc:
+            s.guard.report("backward hook", exc)
+        finally:
+            s.busy -= 1
+
+
+class _NodeHook:
+    __slots__ = ("tr",)
+
+    def __init__(self, tr: NodeTracker) -> None:
+        self.tr = tr
+
+    def __call__(self, grad_inputs, grad_outputs):
+        self.tr.on_node(grad_inputs, grad_outputs)
+
+
+class Session:
+    """State of the collector while it runs: the current step's record, counters, stacks, statistics."""
+
+    def __init__(self, cfg: CollectorConfig, guard: HookGuard, stacks: StackInterner) -> None:
+        self.cfg = cfg
+        self.guard = guard
+        self.stacks = stacks
+        self.filter = NameFilter(cfg)
+        self.counters = Counters()
+        self.stats = StatBuffer()
+        self.items = ItemMaker(cfg.task, cfg.summary_mode, self._schedule_stats, self._schedule_save)
+        self.want_stack = cfg.extra_info
+        self.active = False
+        self.busy = 0                      # >0 while tbprobe's own code runs: nothing is intercepted then
+        self.step = 0
+        self.record = StepRecord(0)
+        self.fw_stack: List[str] = []      # names of the modules whose forward is running
+        self.bw_active: List[BackwardTracker] = []
+        self.trackers: List[BackwardTracker] = []
+        self.in_optimizer = False
+        self.producers: Dict[int, tuple] = {}   # id(tensor) -> (weakref, version, producer name)
+        self._data_names: Dict[str, bool] = {}
+
+    # --- step lifecycle ----------------------------------------------------------------------------------
+    def begin_step(self, step: int) -> None:
+        self.step = step
+        self.record = StepRecord(step)
+        self.counters.reset()
+        self.filter.reset_step()
+        self.stats.reset()
+        self.fw_stack = []
+        self.bw_active = []
+        self.trackers = []
+        self.producers = {}
+        self._data_names = {}
+
+    def end_step(self):
+        """Close pending backward records and return (record, host statistics): one device->host transfer."""
+        for t in self.trackers:
+            if t.started and not t.done:
+                t._maybe_finish(force=True)
+        self.trackers = []
+        values = self.stats.collect()
+        return self.record, values
+
+    # --- helpers used by the hooks -------------------------------------------------------------------------
+    def record_data(self, name: str) -> bool:
+        """Whether `name` gets a dump.json entry (it may still be a construct node, as FOCUS skips)."""
+        keep = self._data_names.get(name)
+        if keep is None:
+            direction = "backward" if ".backward" in name or name.endswith("parameters_grad") else "forward"
+            keep = self.filter.keep(name, direction)
+            self._data_names[name] = keep
+        return keep
+
+    def skip_data(self, name: str) -> None:
+        self._data_names[name] = False
+
+    def _schedule_stats(self, item: dict, t: torch.Tensor) -> None:
+        slot = self.stats.add(t)
+        self.record.slots.append((item, slot, t.numel()))
+
+    def _schedule_save(self, item: dict, t: torch.Tensor, key: str) -> None:
+        fname = f"{key}.pt"
+        item["data_name"] = fname
+        self.record.tensor_files.append((fname, t.detach().clone()))
+
+    def forward_parent(self) -> Optional[str]:
+        if self.in_optimizer:
+            return "optimizer"
+        return self.fw_stack[-1] if self.fw_stack else None
+
+    def backward_parent(self) -> Optional[str]:
+        return self.bw_active[-1].name if self.bw_active else None
+
+    def add_stack(self, name: str, skip: int) -> None:
+        if not self.want_stack:
+            return
+        frame = sys._getframe(skip)
+        frames = []
+        while frame is not None:
+            code = frame.f_code
+            if not code.co_filename.startswith(_TBPROBE_DIR):
+                frames.append((code, frame.f_lineno))
+            frame = frame.f_back
+        key = tuple(frames)
+        self.record.stack_of[name] = self.stacks.intern(key, lambda: _format_stack(frames))
+
+    def track_backward(self, name: str, is_module: bool, inputs: Sequence[Any], outputs: Sequence[Any],
+                       parent: Optional[str] = None) -> None:
+        """Hook the gradients of `outputs` and `inputs` (flattened tensors) of one forward call."""
+        tr = self.prepare_backward(name, is_module, inputs, parent)
+        if tr is not None:
+            self.finish_backward(tr, outputs)
+
+    def prepare_backward(self, name: str, is_module: bool, inputs: Sequence[Any],
+                         parent: Optional[str]) -> Optional[BackwardTracker]:
+        """Hook the inputs' gradients before the call, so an in-place call still reports its input's gradient."""
+        if not torch.is_grad_enabled():
+            return None
+        ins = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+        tr = BackwardTracker(self, name, is_module, 0, len(ins))
+        # A backward node hangs under the backward twin of its forward parent (the structure the graph shows);
+        # gradient arrival order cannot tell nesting apart when two hooks sit on one tensor.
+        tr.parent = parent.replace(".forward.", ".backward.") if parent and parent != "optimizer" else None
+        for i, t in enumerate(ins):
+            t.register_hook(_InHook(tr, i))
+        # an output that is an input with the same autograd node (dropout p=0, a no-op) has no backward of its own
+        tr.in_nodes = {id(t): t.grad_fn for t in ins}
+        return tr
+
+    def finish_backward(self, tr: BackwardTracker, outputs: Sequence[Any]) -> None:
+        same = {} if tr.is_module else tr.in_nodes
+        outs = [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad
+                and not (id(t) in same and same[id(t)] is t.grad_fn)]
+        if not outs:
+            tr.done = True
+            return
+        tr.out_items = [None] * len(outs)
+        tr.missing_out = len(outs)
+        for i, t in enumerate(outs):
+            t.register_hook(_OutHook(tr, i))
+        self.trackers.append(tr)
+
+    def track_node_backward(self, name: str, parent: Optional[str], in_nodes: Sequence[Any],
+                            outputs: Sequence[Any]) -> None:
+        """An operator's backward through the autograd node(s) of its outputs; none for an output that is an
+        input with the same node (a no-op such as dropout with p=0)."""
+        nodes: List[Any] = []
+        for t in outputs:
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                g = t.grad_fn
+                if g is None or any(g is n for n in in_nodes) or any(g is n for n in nodes):
+                    continue
+                nodes.append(g)
+        if not nodes:
+            return
+        tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.") if parent and parent != "optimizer"
+                         else None, len(nodes))
+        for g in nodes:
+            g.register_hook(_NodeHook(tr))
+
+    # --- data flow (tbprobe's own dataflow.json) ---------------------------------------------------------
+    def note_producer(self, name: str, outputs: Sequence[Any], overwrite: bool = True) -> None:
+        for t in outputs:
+            if isinstance(t, torch.Tensor):
+                if not overwrite:
+                    p = self.producers.get(id(t))
+                    if p is not None and p[0]() is t and p[1] == t._version:
+                        continue  # an operator inside the module produced it: keep the finer producer
+                try:
+                    self.producers[id(t)] = (weakref.ref(t), t._version, name)
+                except TypeError:
+                    pass
+
+    def note_consumer(self, name: str, inputs: Sequence[Any]) -> None:
+        flow = None
+        for i, t in enumerate(inputs):
+            if isinstance(t, torch.Tensor):
+                p = self.producers.get(id(t))
+                if p is not None and p[0]() is t and p[1] == t._version:
+                    if flow is None:
+                        flow = self.record.dataflow.setdefault(name, {})
+                    flow[str(i)] = p[2]
+
+
+class _OutHook:
+    __slots__ = ("tr", "i")
+
+    def __init__(self, tr: BackwardTracker, i: int) -> None:
+        self.tr, self.i = tr, i
+
+    def __call__(self, grad):
+        self.tr.on_out_grad(self.i, grad)
+
+
+class _InHook:
+    __slots__ = ("tr", "i")
+
+    def __init__(self, tr: BackwardTracker, i: int) -> None:
+        self.tr, self.i = tr, i
+
+    def __call__(self, grad):
+        self.tr.on_in_grad(self.i, grad)
+
+
+def _format_stack(frames) -> List[str]:
+    lines = []
+    for code, lineno in frames:
+        src = linecache.getline(code.co_filename, lineno).strip()
+        lines.append(f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {src}")
+    return lines
+
+
+def flatten_tensors(value: Any, out: Optional[list] = None) -> list:
+    """Tensors inside nested lists/tuples/dicts, in order."""
+    if out is None:
+        out = []
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            flatten_tensors(v, out)
+    elif isinstance(value, dict):
+        for v in value.values():
+            flatten_tensors(v, out)
+    return out

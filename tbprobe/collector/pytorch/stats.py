@@ -1,0 +1,155 @@
+"""Tensor statistics on the device, read back in batches (never one host sync per tensor).
+
+Each summarised tensor becomes one small vector [Max, Min, Mean, Norm, zero_count] computed with a handful of
+kernels under no_grad; the vectors are kept on the device, concatenated per batch and moved to the host once
+per step. A tensor seen twice unmodified (same object, same _version) is summarised once.
+NaN/Inf counts are only non-zero when Max/Min are not finite; they are then counted at the flush from the live
+tensor (when it is still alive and unmodified) instead of paying two more kernels on every tensor.
+"""
+import weakref
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+
+__all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
+
+_FLOAT_COMPUTE = (torch.float16, torch.bfloat16, torch.float64)  # mean/norm of these are computed in float32
+_BATCH = 2048  # vectors kept as separate device tensors before they are concatenated into one
+
+
+def is_summarisable(t: torch.Tensor) -> bool:
+    """False for tensors without data: empty, meta, fake/functional tensors."""
+    if t.numel() == 0 or t.is_meta:
+        return False
+    if type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter):
+        name = type(t).__name__
+        if name in ("FakeTensor", "FunctionalTensor"):
+            return False
+    return True
+
+
+def _vector(t: torch.Tensor) -> torch.Tensor:
+    dt = t.dtype
+    if dt == torch.bool:
+        ti = t.to(torch.float32)
+        return torch.stack([ti.amax(), ti.amin(), ti.mean(), torch.linalg.vector_norm(ti),
+                            torch.count_nonzero(t).to(torch.float32)])
+    if t.is_complex():
+        t = t.abs()
+        dt = t.dtype
+    if t.dim() == 0:  # the reference writes the value itself for all four statistics of a 0-dim tensor
+        out_dtype = torch.float64 if dt in (torch.float64, torch.int64, torch.int32) else torch.float32
+        v = t.to(out_dtype)
+        return torch.stack([v, v, v, v, (t != 0).to(out_dtype)])
+    mn, mx = torch.aminmax(t)
+    if dt == torch.float32:
+        tf = t
+    else:
+        tf = t.to(torch.float32)
+    parts = [mx, mn, tf.mean(), torch.linalg.vector_norm(tf), torch.count_nonzero(t)]
+    if dt == torch.float64 or dt in (torch.int64, torch.int32):
+        return torch.stack([p.to(torch.float64) for p in parts])
+    return torch.stack([p.to(torch.float32) for p in parts])
+
+
+class StatBuffer:
+    """Slots of statistics for one step; `add` returns a slot index, `collect` returns host lists."""
+
+    def __init__(self) -> None:
+        self._pending: List[torch.Tensor] = []
+        self._batches: List[torch.Tensor] = []
+        self._count = 0
+        self._cache: Dict[int, Tuple[Any, int, int]] = {}   # id(tensor) -> (weakref, version, slot)
+        self._refs: List[Tuple[Any, int]] = []               # slot -> (weakref or None, version)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, t: torch.Tensor) -> int:
+        key = id(t)
+        version = t._version
+        hit = self._cache.get(key)
+        if hit is not None and hit[1] == version and hit[0]() is t:
+            return hit[2]
+        with torch.no_grad():
+            vec = _vector(t.detach())
+        slot = self._count
+        self._count += 1
+        self._pending.append(vec)
+        try:
+            ref = weakref.ref(t)
+        except TypeError:
+            ref = None
+        if ref is not None:
+            self._cache[key] = (ref, version, slot)
+        self._refs.append((ref, version))
+        if len(self._pending) >= _BATCH:
+            self._merge()
+        return slot
+
+    def _merge(self) -> None:
+        if self._pending:
+            dtype = torch.float64 if any(v.dtype == torch.float64 for v in self._pending) else torch.float32
+            self._batches.append(torch.cat([v.to(dtype).reshape(1, -1) for v in self._pending]))
+            self._pending = []
+
+    def collect(self) -> List[Optional[List[float]]]:
+        """All slots as [Max, Min, Mean, Norm, zero_count, nan_count, inf_count] host lists (one transfer)."""
+        self._merge()
+        if not self._batches:
+            return []
+        if len(self._batches) == 1:
+            host = self._batches[0].cpu().tolist()
+        else:
+            dtype = torch.float64 if any(b.dtype == torch.float64 for b in self._batches) else torch.float32
+            host = torch.cat([b.to(dtype) for b in self._batches]).cpu().tolist()
+        out: List[Optional[List[float]]] = []
+        for slot, row in enumerate(host):
+            mx, mn = row[0], row[1]
+            nan = inf = 0
+            if not (np.isfinite(mx) and np.isfinite(mn)):
+                nan, inf = self._count_nonfinite(slot)
+            out.append(row + [nan, inf])
+        self.reset()
+        return out
+
+    def _count_nonfinite(self, slot: int) -> Tuple[Optional[int], Optional[int]]:
+        ref, version = self._refs[slot]
+        t = ref() if ref is not None else None
+        if t is None or t._version != version:
+            return None, None   # unknown: the tensor is gone or was changed since
+        with torch.no_grad():
+            t = t.detach()
+            if t.is_complex():
+                t = t.abs()
+            return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+
+    def reset(self) -> None:
+        self._pending = []
+        self._batches = []
+        self._count = 0
+        self._cache = {}
+        self._refs = []
+
+
+def _raw_bytes(t: torch.Tensor) -> np.ndarray:
+    with torch.no_grad():
+        c = t.detach().contiguous().cpu().reshape(-1)
+        return c.view(torch.uint8).numpy()
+
+
+def tensor_checksum(t: torch.Tensor) -> str:
+    """CRC-32 of the raw bytes, written "%08x" (what the reference calls md5)."""
+    return "%08x" % (zlib.crc32(_raw_bytes(t)) & 0xFFFFFFFF)
+
+
+def tensor_xor(t: torch.Tensor) -> str:
+    """64-bit XOR fold of the raw bytes (zero padded to 8 bytes, little endian), written "0x%016x"."""
+    b = _raw_bytes(t)
+    pad = (-b.size) % 8
+    if pad:
+        b = np.concatenate([b, np.zeros(pad, dtype=np.uint8)])
+    words = b.view("<u8")
+    return "0x%016x" % int(np.bitwise_xor.reduce(words)) if words.size else "0x%016x" % 0

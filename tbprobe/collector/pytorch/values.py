@@ -1,0 +1,94 @@
+"""Python/torch values -> dump.json items (REFERENCE.md s1), with statistics taken through the session's buffer."""
+import zlib
+from typing import Any, Callable, Optional
+
+import torch
+
+from tbprobe.collector.pytorch.stats import is_summarisable, tensor_checksum, tensor_xor
+
+__all__ = ["ItemMaker"]
+
+_SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    # DTensor: summarise the local shard, as the reference does
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None and type(t).__name__ == "DTensor":
+        return to_local()
+    return t
+
+
+class ItemMaker:
+    """Builds items; `on_tensor(item, tensor, key)` lets the session attach stats/checksums/files."""
+
+    def __init__(self, task: str, summary_mode: str, on_stats: Callable, on_save: Optional[Callable]) -> None:
+        self.structure = task == "structure"
+        self.tensor_task = task == "tensor"
+        self.summary_mode = summary_mode
+        self.on_stats = on_stats        # (item, tensor) -> None: schedules Max/Min/Mean/Norm
+        self.on_save = on_save          # (item, tensor, key) -> None: schedules a .pt file
+
+    def tensor_item(self, t: torch.Tensor, key: str, save: bool = False) -> dict:
+        t = _local(t)
+        item = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape)}
+        data = is_summarisable(t)
+        if self.summary_mode == "xor" and not self.structure:
+            item["md5"] = tensor_xor(t) if data else None
+            item["requires_grad"] = t.requires_grad
+            return item
+        if not self.structure:
+            item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = None
+        item["requires_grad"] = t.requires_grad
+        if self.structure or not data:
+            return item
+        self.on_stats(item, t)
+        if self.summary_mode == "md5":
+            item["md5"] = tensor_checksum(t)
+        if (self.tensor_task or save) and self.on_save is not None:
+            self.on_save(item, t, key)
+        return item
+
+    def value(self, v: Any, key: str, save: bool = False) -> Any:
+        if isinstance(v, torch.Tensor):
+            return self.tensor_item(v, key, save)
+        if v is None:
+            return None
+        kind = _SCALARS.get(type(v))
+        if kind is not None:
+            return {"type": kind, "value": v}
+        if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+            return [self.value(x, f"{key}.{i}", save) for i, x in enumerate(v)]
+        if isinstance(v, dict):
+            return {str(k): self.value(x, f"{key}.{k}", save) for k, x in v.items()}
+        if isinstance(v, torch.Size):
+            return {"type": "torch.Size", "value": list(v)}
+        if isinstance(v, slice):
+            return {"type": "slice", "value": [_plain(v.start), _plain(v.stop), _plain(v.step)]}
+        if isinstance(v, torch.dtype):
+            return {"type": "torch.dtype", "value": str(v)}
+        if isinstance(v, torch.device):
+            return {"type": "torch.device", "value": str(v)}
+        if v is Ellipsis:
+            return {"type": "ellipsis", "value": "..."}
+        if type(v).__name__ == "ProcessGroup":
+            return _process_group(v)
+        if isinstance(v, (int, float, bool)):  # numpy scalars and friends
+            return {"type": type(v).__name__, "value": v.item() if hasattr(v, "item") else v}
+        return None
+
+
+def _plain(v: Any) -> Any:
+    return v if v is None or isinstance(v, (int, float, str, bool)) else str(v)
+
+
+def _process_group(pg: Any) -> dict:
+    try:
+        import torch.distributed as dist
+
+        ranks = dist.get_process_group_ranks(pg)
+    except Exception:
+        ranks = []
+    # the same group gets the same id on every rank, so the graph builder can pair collectives across ranks
+    return {"type": "torch.ProcessGroup", "group_ranks": list(ranks),
+            "group_id": "%08x" % (zlib.crc32(",".join(map(str, ranks)).encode()) & 0xFFFFFFFF)}

@@ -1,0 +1,87 @@
+"""Everything recorded in one step, before it is written: entries, construct, stacks, data flow, stat slots.
+
+Framework-neutral: a tensor item is a dict in the reference's key order whose statistics are filled in later
+from a slot of the adapter's statistics buffer (`fill`), so the training thread never waits for a device value.
+"""
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["StepRecord", "StackInterner", "fill_items", "STAT_KEYS"]
+
+STAT_KEYS = ("Max", "Min", "Mean", "Norm")
+# Extra keys beyond the reference (msprobe ignores keys it does not know).
+EXTRA_KEYS = ("nan_count", "inf_count", "zero_count")
+
+
+class StackInterner:
+    """Identical call stacks share one id; frames are formatted once per process."""
+
+    def __init__(self) -> None:
+        self._ids: Dict[Tuple, int] = {}
+        self.lines: List[List[str]] = []
+
+    def intern(self, key: Tuple, make_lines) -> int:
+        sid = self._ids.get(key)
+        if sid is None:
+            sid = len(self.lines)
+            self._ids[key] = sid
+            self.lines.append(make_lines())
+        return sid
+
+
+class StepRecord:
+    """The records of one step on one rank, in completion order."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.entries: Dict[str, dict] = {}
+        self.construct: Dict[str, Optional[str]] = {}
+        self.stack_of: Dict[str, int] = {}            # name -> interned stack id
+        self.dataflow: Dict[str, Dict[str, str]] = {}  # consumer -> {input slot: producer}
+        self.slots: List[Tuple[dict, int, int]] = []   # (item, stat slot, numel)
+        self.checksums: List[Tuple[dict, str]] = []
+        self.tensor_files: List[Tuple[str, Any]] = []  # (file name, payload) for task tensor / save()
+        self.errors = 0
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add_entry(self, name: str, entry: dict) -> None:
+        self.entries[name] = entry
+
+    def add_construct(self, name: str, parent: Optional[str]) -> None:
+        if name not in self.construct:
+            self.construct[name] = parent
+
+
+def _num(v: float, is_int: bool, is_bool: bool):
+    if is_bool:
+        return bool(v)
+    if is_int and math.isfinite(v):
+        return int(v)
+    return v
+
+
+def fill_items(record: StepRecord, values: Sequence[Optional[List[float]]]) -> Dict[str, float]:
+    """Write the host statistics into the items; returns the step's health figures."""
+    nonfinite = 0
+    max_abs = 0.0
+    for item, slot, numel in record.slots:
+        row = values[slot] if slot < len(values) else None
+        if row is None:
+            continue
+        dtype = item.get("dtype", "")
+        is_bool = dtype.endswith("bool") or dtype == "Bool"
+        is_int = "int" in dtype.lower()
+        item["Max"] = _num(row[0], is_int, is_bool)
+        item["Min"] = _num(row[1], is_int, is_bool)
+        item["Mean"] = row[2]
+        item["Norm"] = row[3]
+        item["zero_count"] = int(numel - row[4])
+        item["nan_count"] = row[5]
+        item["inf_count"] = row[6]
+        if not (math.isfinite(row[0]) and math.isfinite(row[1])):
+            nonfinite += 1
+        else:
+            max_abs = max(max_abs, abs(row[0]), abs(row[1]))
+    return {"nonfinite_tensors": float(nonfinite), "max_abs": max_abs, "records": float(len(record.entries))}

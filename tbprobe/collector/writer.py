@@ -1,0 +1,131 @@
+"""Writes finished steps to disk on a background thread with a bounded queue. Framework-neutral.
+
+Layout (the reference's): dump_path/step{N}/rank{R}|proc{pid}/{dump,construct,stack}.json, plus
+dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors. Every file is written to a temporary
+name and renamed, dump.json last, so a killed process never leaves a half file that looks whole. A full disk
+(or any OS error) stops collection with one message; training goes on.
+"""
+import errno
+import json
+import logging
+import os
+import queue
+import threading
+from typing import Any, Callable, Dict, List, Optional
+
+from tbprobe.collector.recorder import StackInterner, StepRecord, fill_items
+from tbprobe.errors import TbprobeError
+
+__all__ = ["StepWriter", "check_writable", "write_json_atomic"]
+
+log = logging.getLogger("tbprobe.collector")
+
+
+def write_json_atomic(path: str, obj: Any, indent: Optional[int] = 1) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=indent, allow_nan=True)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def check_writable(dump_path: str) -> None:
+    """Raise a clear TbprobeError when dump_path cannot be created or written."""
+    try:
+        os.makedirs(dump_path, exist_ok=True)
+        probe = os.path.join(dump_path, f".tbprobe-write-test-{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.unlink(probe)
+    except OSError as exc:
+        raise TbprobeError(f"dump_path {dump_path}: not writable ({exc.strerror or exc})") from None
+
+
+class StepWriter:
+    """One background thread; `submit` hands over a finished step, `close` drains the queue."""
+
+    def __init__(self, dump_path: str, task: str, level: str, framework: str, extra_info: bool,
+                 stacks: StackInterner, save_tensor: Optional[Callable[[str, Any], None]] = None,
+                 on_step_written: Optional[Callable[[str, int, Dict[str, float]], None]] = None,
+                 max_queue: int = 2) -> None:
+        self.dump_path = dump_path
+        self.task = task
+        self.level = level
+        self.framework = framework
+        self.extra_info = extra_info
+        self.stacks = stacks
+        self.save_tensor = save_tensor
+        self.on_step_written = on_step_written
+        self.failed: Optional[str] = None      # set once a write failed: collection stops
+        self.written: List[str] = []
+        self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
+        self._thread = threading.Thread(target=self._run, name="tbprobe-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, record: StepRecord, values: List, rank_dir: str) -> None:
+        if self.failed:
+            return
+        self._q.put((record, values, rank_dir))   # blocks when the writer is 2 steps behind: bounded memory
+
+    def flush(self) -> None:
+        self._q.join()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._q.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            job = self._q.get()
+            try:
+                if job is None:
+                    return
+                if not self.failed:
+                    self._write(*job)
+            except OSError as exc:
+                why = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+                self.failed = f"cannot write the dump ({why}): collection stopped, training continues"
+                log.error("tbprobe: %s", self.failed)
+            except Exception as exc:  # never let the writer die silently
+                self.failed = f"writer error ({type(exc).__name__}: {exc}): collection stopped"
+                log.error("tbprobe: %s", self.failed)
+            finally:
+                self._q.task_done()
+
+    def _write(self, record: StepRecord, values: List, rank_dir: str) -> None:
+        health = fill_items(record, values)
+        for item, text in record.checksums:
+            item["md5"] = text
+        out = os.path.join(self.dump_path, f"step{record.step}", rank_dir)
+        os.makedirs(out, exist_ok=True)
+        data_dir = None
+        if record.tensor_files and self.save_tensor is not None:
+            data_dir = os.path.join(out, "dump_tensor_data")
+            os.makedirs(data_dir, exist_ok=True)
+            for fname, payload in record.tensor_files:
+                self.save_tensor(os.path.join(data_dir, fname), payload)
+        if self.extra_info:
+            groups: Dict[int, List[str]] = {}
+            for name, sid in record.stack_of.items():
+                groups.setdefault(sid, []).append(name)
+            stack = {str(i): [names, self.stacks.lines[sid]] for i, (sid, names) in enumerate(groups.items())}
+            construct: Dict[str, Optional[str]] = {} if self.level == "L1" else record.construct
+        else:
+            stack, construct = {}, {}
+        write_json_atomic(os.path.join(out, "stack.json"), stack)
+        write_json_atomic(os.path.join(out, "construct.json"), construct)
+        if record.dataflow:
+            write_json_atomic(os.path.join(out, "dataflow.json"), record.dataflow, indent=None)
+        dump = {"task": self.task, "level": self.level, "framework": self.framework,
+                "dump_data_dir": data_dir, "data": record.entries}
+        write_json_atomic(os.path.join(out, "dump.json"), dump)
+        self.written.append(out)
+        if self.on_step_written is not None:
+            self.on_step_written(out, record.step, health)

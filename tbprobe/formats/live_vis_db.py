@@ -1,0 +1,134 @@
+"""LiveVisDb: the collector's per-rank build graph, written while training runs and read by TensorBoard meanwhile.
+
+The file is created complete (schema, indexes, tb_config, tbprobe_meta) under a temporary name and renamed, so a
+reader never finds a database without its tables. It stays in WAL mode: readers keep reading a consistent
+snapshot while a step is written, and each `add_graph` is one transaction that also updates tb_config's
+step_list / rank_list, so a reader sees either none or all of a step.
+"""
+import contextlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from tbprobe.errors import FormatError
+from tbprobe.formats._vis_sql import (
+    INSERT_CONFIG,
+    INSERT_META,
+    INSERT_NODE,
+    INSERT_NODE_EXT,
+    INSERT_STACK,
+    config_row,
+    create_schema,
+    meta_rows,
+)
+
+__all__ = ["LiveVisDb"]
+
+
+class LiveVisDb:
+    """LiveVisDb(path, task="summary"); .add_graph(node_rows, stack_rows, ext_rows, step, rank); .close()
+
+    Opening an existing live database (e.g. a resumed run) appends to it; adding a step/rank again replaces that
+    graph. Rows are in the same shapes as VisDbWriter takes (NODE_COLUMNS tuples, (id, stack_info), node_ext)."""
+
+    def __init__(
+        self,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        graph_type: str = "build",
+        task: Optional[str] = "summary",
+        tool_tip: Any = None,
+        micro_steps: int = 1,
+        overflow_check: bool = False,
+        node_colors: Any = None,
+    ):
+        self.path = Path(path)
+        if not self.path.exists():
+            self._create(config_row(graph_type, task, tool_tip, micro_steps, overflow_check, node_colors, [], []))
+        self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
+        try:
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not {"tb_nodes", "tb_config", "tbprobe_meta"} <= tables:
+                raise FormatError(self.path, "exists but is not a tbprobe live graph database (no tbprobe_meta)")
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            # A lost last step on power failure is acceptable; an fsync per step is not needed for a debug graph.
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise FormatError(self.path, f"not a readable SQLite database ({exc})") from None
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _create(self, config: Sequence[Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        conn = sqlite3.connect(str(tmp), isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("BEGIN")
+            create_schema(conn, with_indexes=True)
+            conn.execute(INSERT_CONFIG, tuple(config))
+            conn.executemany(INSERT_META, meta_rows({"live": "1"}))
+            conn.execute("COMMIT")
+            conn.close()
+            os.replace(tmp, self.path)
+        except BaseException:
+            conn.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{tmp}{suffix}")
+            raise
+
+    def add_graph(
+        self,
+        node_rows: Iterable[Sequence[Any]],
+        stack_rows: Iterable[Sequence[Any]],
+        ext_rows: Iterable[Sequence[Any]],
+        step: int,
+        rank: int,
+        side: str = "NPU",
+        micro_steps: Optional[int] = None,
+    ) -> None:
+        """Write one step x rank graph in one transaction, replacing that graph if it was written before."""
+        graph_id = f"{side}_{step}_{rank}"
+        lo, hi = graph_id + "_", graph_id + "`"  # ids of this graph: '<graph_id>_...' ('`' follows '_')
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ?", (step, rank, side))
+            conn.execute("DELETE FROM tb_stack WHERE id >= ? AND id < ?", (lo, hi))
+            conn.execute("DELETE FROM tbprobe_node_ext WHERE id >= ? AND id < ?", (lo, hi))
+            conn.executemany(INSERT_NODE, node_rows)
+            conn.executemany(INSERT_STACK, stack_rows)
+            conn.executemany(INSERT_NODE_EXT, ext_rows)
+            steps_text, ranks_text, ms = conn.execute(
+                "SELECT step_list, rank_list, micro_steps FROM tb_config WHERE id = '1'").fetchone()
+            steps = sorted(set(json.loads(steps_text or "[]")) | {step})
+            ranks = sorted(set(json.loads(ranks_text or "[]")) | {rank})
+            if micro_steps is not None:
+                ms = max(int(ms or 0), int(micro_steps))
+            conn.execute("UPDATE tb_config SET step_list = ?, rank_list = ?, micro_steps = ? WHERE id = '1'",
+                         (json.dumps(steps), json.dumps(ranks), ms))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self) -> "LiveVisDb":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

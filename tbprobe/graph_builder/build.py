@@ -1,0 +1,257 @@
+"""Dump entries + construct.json + stack.json -> one hierarchical `Graph` (REFERENCE.md section 3).
+
+Differences from the reference, on purpose: a subtree whose parent never appears keeps its place under a stand-in
+parent (flagged "missing_parent") instead of vanishing, and recomputed layers are re-attached."""
+import re
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+from tbprobe.graph_builder.model import NODE_API, NODE_API_COLLECTION, NODE_MODULE, Graph, Node
+
+__all__ = ["build_graph", "node_type_of", "forward_twin", "is_backward", "is_forward"]
+
+_MODULE_PREFIXES = ("Module.", "Cell.")
+_API_COUNTER = re.compile(r"^(.*)\.(\d+)\.(forward|backward)$")
+_MODULE_CALL = re.compile(r"^(.*)\.(forward|backward)\.(\d+)$")
+
+
+def node_type_of(name: str) -> str:
+    if name.startswith(_MODULE_PREFIXES) or ".parameters_grad" in name:
+        return NODE_MODULE
+    if name.startswith("Apis_Between_Modules"):
+        return NODE_API_COLLECTION
+    return NODE_API
+
+
+def is_backward(name: str) -> bool:
+    return name.endswith(".backward") or ".backward." in name
+
+
+def is_forward(name: str) -> bool:
+    return name.endswith(".forward") or ".forward." in name
+
+
+def forward_twin(name: str) -> Optional[str]:
+    """`X.backward.k` -> `X.forward.k` (modules), `api.k.backward` -> `api.k.forward` (APIs)."""
+    m = _MODULE_CALL.match(name)
+    if m and m.group(2) == "backward":
+        return f"{m.group(1)}.forward.{m.group(3)}"
+    m = _API_COUNTER.match(name)
+    if m and m.group(3) == "backward":
+        return f"{m.group(1)}.{m.group(2)}.forward"
+    return None
+
+
+def _to_backward(name: str) -> Optional[str]:
+    m = _MODULE_CALL.match(name)
+    if m and m.group(2) == "forward":
+        return f"{m.group(1)}.backward.{m.group(3)}"
+    m = _API_COUNTER.match(name)
+    if m and m.group(3) == "forward":
+        return f"{m.group(1)}.{m.group(2)}.backward"
+    return None
+
+
+def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
+                parents: Mapping[str, Optional[str]], stacks_by_name: Optional[Mapping[str, Sequence[str]]] = None,
+                micro_steps: Optional[Mapping[str, int]] = None) -> Graph:
+    """Build the tree. `entries` are dump.json entries in file order, `parents` construct.json in order,
+    `stacks_by_name` name -> stack lines, `micro_steps` Megatron's explicit micro step per node."""
+    graph = Graph(side, step, rank)
+    nodes = graph.nodes
+    exec_pos = {name: i for i, name in enumerate(entries)}
+
+    # 1. one node per construct key, then per dump entry not in construct (L1 dumps, parameters_grad)
+    order: List[str] = list(parents)
+    for name in entries:
+        if name not in parents:
+            order.append(name)
+    for name in order:
+        if name not in nodes:
+            node = Node(name, node_type_of(name), entries.get(name))
+            node.exec_order = exec_pos.get(name)
+            nodes[name] = node
+
+    parent_of: Dict[str, Optional[str]] = {}
+    for name in order:
+        parent_of[name] = parents.get(name) or None
+
+    # 2. backward nodes with no parent take the backward twin of their forward twin's parent
+    for name, parent in parent_of.items():
+        if parent is None and is_backward(name):
+            twin = forward_twin(name)
+            twin_parent = parent_of.get(twin) if twin else None
+            if twin_parent:
+                candidate = _to_backward(twin_parent)
+                if candidate and candidate in nodes:
+                    parent_of[name] = candidate
+
+    # 4. parameters_grad under the backward call of their module that completes next (else the last one)
+    grads = [n for n in order if ".parameters_grad" in n]
+    if grads:
+        calls_by_module: Dict[str, List[str]] = {}
+        for name in nodes:
+            m = _MODULE_CALL.match(name)
+            if m and m.group(2) == "backward":
+                calls_by_module.setdefault(m.group(1), []).append(name)
+        for name in grads:
+            if parent_of.get(name):
+                continue
+            module = name.split(".parameters_grad")[0]
+            calls = calls_by_module.get(module)
+            if not calls:
+                continue
+            pos = exec_pos.get(name, -1)
+            after = [c for c in calls if exec_pos.get(c, -1) > pos]
+            parent_of[name] = min(after, key=lambda c: exec_pos[c]) if after else \
+                max(calls, key=lambda c: exec_pos.get(c, -1))
+
+    # 3. stand-ins for parents that never appear, so their subtrees are kept
+    for name in list(parent_of):
+        parent = parent_of[name]
+        if parent is not None and parent not in nodes:
+            stand_in = Node(parent, node_type_of(parent))
+            stand_in.add_flag("missing_parent")
+            nodes[parent] = stand_in
+            parent_of[parent] = None
+            order.insert(order.index(name), parent)
+
+    # attach in construct order, guarding against cycles
+    root = graph.root
+    for name in order:
+        node = nodes[name]
+        if node.parent is not None or node is root:
+            continue
+        parent_name = parent_of.get(name)
+        parent = nodes.get(parent_name) if parent_name else root
+        if parent is None or _creates_cycle(node, parent):
+            parent = root
+            node.add_flag("cycle_broken")
+        node.parent = parent
+        parent.children.append(node)
+
+    _reattach_recomputed(graph)
+    _group_top_level_apis(graph)
+    _assign_micro_steps(graph, micro_steps)
+    if stacks_by_name:
+        _assign_stacks(graph, stacks_by_name)
+    return graph
+
+
+def _reattach_recomputed(graph: Graph) -> None:
+    """Activation checkpointing re-runs a layer's forward at the top level right before that layer's backward:
+    `X.forward.k` (k >= 1) directly followed by a top-level `X.backward.j` with j < k goes under that backward
+    call."""
+    root = graph.root
+    modules = [c for c in root.children if c.node_type == NODE_MODULE]
+    moved = set()
+    for i, node in enumerate(modules[:-1]):
+        m = _MODULE_CALL.match(node.name)
+        if not m or m.group(2) != "forward" or m.group(3) == "0":
+            continue
+        nxt = modules[i + 1]
+        n = _MODULE_CALL.match(nxt.name)
+        # the backward belongs to an earlier call (j < k): a re-run, not the next micro step's own call
+        if n and n.group(2) == "backward" and n.group(1) == m.group(1) and int(n.group(3)) < int(m.group(3)):
+            node.parent = nxt
+            nxt.children.insert(0, node)
+            node.add_flag("recomputed")
+            moved.add(id(node))
+    if moved:
+        root.children = [c for c in root.children if id(c) not in moved]
+
+
+def _creates_cycle(node: Node, parent: Node) -> bool:
+    probe: Optional[Node] = parent
+    while probe is not None:
+        if probe is node:
+            return True
+        probe = probe.parent
+    return False
+
+
+def _group_top_level_apis(graph: Graph) -> None:
+    """Runs of two or more consecutive top-level APIs go under `Apis_Between_Modules.<n>` (type 9)."""
+    root = graph.root
+    new_children: List[Node] = []
+    run: List[Node] = []
+    counter = 0
+
+    def flush() -> None:
+        nonlocal counter
+        if len(run) >= 2:
+            name = f"Apis_Between_Modules.{counter}"
+            counter += 1
+            group = Node(name, NODE_API_COLLECTION)
+            group.parent = root
+            for child in run:
+                child.parent = group
+            group.children = list(run)
+            graph.nodes[name] = group
+            new_children.append(group)
+        else:
+            new_children.extend(run)
+        run.clear()
+
+    for child in root.children:
+        if child.node_type == NODE_API:
+            run.append(child)
+        else:
+            flush()
+            new_children.append(child)
+    flush()
+    root.children = new_children
+
+
+def _assign_micro_steps(graph: Graph, explicit: Optional[Mapping[str, int]]) -> None:
+    """Megatron's explicit ids when given; else a new micro step starts at the first top-level forward
+    module that follows a backward module."""
+    current = 0
+    seen_backward = False
+    for child in graph.root.children:
+        if explicit:
+            step = explicit.get(child.name)
+            if step is None:
+                step = _first_explicit(child, explicit, current)
+            current = step
+        else:
+            if child.node_type == NODE_MODULE and is_forward(child.name) and seen_backward:
+                current += 1
+                seen_backward = False
+            if child.node_type == NODE_MODULE and is_backward(child.name):
+                seen_backward = True
+        _set_micro(child, current, explicit)
+    graph.micro_steps = current + 1 if graph.root.children else 1
+
+
+def _first_explicit(node: Node, explicit: Mapping[str, int], default: int) -> int:
+    stack = [node]
+    while stack:
+        probe = stack.pop()
+        if probe.name in explicit:
+            return explicit[probe.name]
+        stack.extend(probe.children)
+    return default
+
+
+def _set_micro(node: Node, value: int, explicit: Optional[Mapping[str, int]]) -> None:
+    stack = [node]
+    while stack:
+        probe = stack.pop()
+        probe.micro_step = explicit.get(probe.name, value) if explicit else value
+        stack.extend(probe.children)
+
+
+def _assign_stacks(graph: Graph, stacks_by_name: Mapping[str, Sequence[str]]) -> None:
+    """Each node gets its stack; backward nodes have none of their own and take their forward twin's."""
+    for name, node in graph.nodes.items():
+        lines = stacks_by_name.get(name)
+        if lines is None and is_backward(name):
+            twin = forward_twin(name)
+            if twin:
+                lines = stacks_by_name.get(twin)
+        if lines is not None:
+            node.stack = tuple(lines)
+
+
+def iter_names(graph: Graph) -> Iterable[str]:
+    return (n.name for n in graph.walk())

@@ -1,0 +1,167 @@
+"""Dump items -> the string dicts stored in tb_nodes.input_data / output_data.
+
+The reference writes every value as a string: floats as Python's repr ("0.1", "inf", "nan"), booleans as
+"True"/"False", shapes as "[3, 4]", JSON null as "null", and scalar arguments with their value repeated in the
+four statistics fields. `flatten_entry` turns a dump entry into (param_key suffix, item) pairs in the
+reference's order; `item_strings` stringifies one item."""
+import json
+import zlib
+from typing import Any, Dict, List, Optional, Tuple
+
+__all__ = ["flatten_entry", "item_strings", "to_str", "is_tensor_item", "scalar_md5", "item_text", "fields_text",
+           "data_text"]
+
+Pair = Tuple[str, Optional[dict]]
+
+
+def _bool_str(value: bool) -> str:
+    return "True" if value else "False"
+
+
+def _none_str(value: None) -> str:
+    return "null"
+
+
+# type -> text conversion; dispatch by exact type is the hot path of writing 100k nodes
+_CONV = {float: float.__repr__, int: int.__repr__, str: str.__str__, bool: _bool_str, type(None): _none_str,
+         list: str}
+
+
+def to_str(value: Any) -> str:
+    conv = _CONV.get(type(value))
+    return conv(value) if conv is not None else str(value)
+
+
+def is_tensor_item(item: Optional[dict]) -> bool:
+    return item is not None and "dtype" in item and "shape" in item and "value" not in item
+
+
+def _flatten(prefix: str, value: Any, out: List[Pair]) -> None:
+    if isinstance(value, list):
+        for i, sub in enumerate(value):
+            _flatten(f"{prefix}.{i}", sub, out)
+    elif isinstance(value, dict) and "type" not in value and value:
+        for key, sub in value.items():
+            _flatten(f"{prefix}.{key}", sub, out)
+    else:
+        out.append((prefix, value))
+
+
+def flatten_entry(name: str, entry: Optional[dict]) -> Tuple[List[Pair], List[Pair]]:
+    """(inputs, outputs): lists of (param_key, item); item may be None (a null argument)."""
+    inputs: List[Pair] = []
+    outputs: List[Pair] = []
+    if not entry:
+        return inputs, outputs
+    if ".parameters_grad" in name:
+        for pname, items in entry.items():
+            if isinstance(items, list) and len(items) == 1:
+                _flatten(f"{name}.{pname}", items[0], inputs)
+            else:
+                _flatten(f"{name}.{pname}", items, inputs)
+        return inputs, outputs
+    base_in = f"{name}.input"
+    for key in ("input_args", "input"):
+        value = entry.get(key)
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                _flatten(f"{base_in}.{i}", item, inputs)
+    kwargs = entry.get("input_kwargs")
+    if isinstance(kwargs, dict):
+        for key, item in kwargs.items():
+            _flatten(f"{base_in}.{key}", item, inputs)
+    params = entry.get("parameters")
+    if isinstance(params, dict):
+        for key, item in params.items():
+            _flatten(f"{name}.parameters.{key}", item, inputs)
+    value = entry.get("output")
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _flatten(f"{name}.output.{i}", item, outputs)
+    elif isinstance(value, dict):
+        _flatten(f"{name}.output.0", value, outputs)
+    return inputs, outputs
+
+
+def scalar_md5(value: Any) -> str:
+    """The reference's checksum of a non-tensor argument: CRC-32 of its text form."""
+    return "%08x" % (zlib.crc32(to_str(value).encode("utf-8")) & 0xFFFFFFFF)
+
+
+_SCALAR_SKIP = ("type", "value")
+
+
+def item_strings(item: Optional[dict], with_md5: bool = False) -> Dict[str, str]:
+    """One dump item as the reference's string dict (without compare fields)."""
+    if item is None:
+        return {"value": "null"}
+    if "value" in item or ("dtype" not in item and "type" in item and "group_ranks" not in item):
+        value = item.get("value")
+        text = to_str(value)
+        out = {"type": to_str(item.get("type")), "value": text, "data_name": "-1", "requires_grad": "null",
+               "Max": text, "Min": text, "Mean": text, "Norm": text,
+               "dtype": f"<class {type(value).__name__}>", "shape": "[]"}
+        for key, sub in item.items():
+            if key not in _SCALAR_SKIP and key not in out:
+                out[key] = to_str(sub)
+        if with_md5 and "md5" not in out:
+            out["md5"] = scalar_md5(value)
+        return out
+    out = {}
+    for key, sub in item.items():
+        t = type(sub)
+        if t is float:
+            out[key] = float.__repr__(sub)
+        elif t is str:
+            out[key] = sub
+        else:
+            out[key] = to_str(sub)
+    if "data_name" not in out:
+        out["data_name"] = "-1"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- JSON text
+# tb_nodes.input_data / output_data are written as JSON text built directly (no dict-of-dicts, no json.dumps):
+# the same bytes json.dumps would produce (", " / ": " separators, ASCII escapes).
+_enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_KEYS: Dict[str, str] = {}
+
+
+def _key(k: str) -> str:
+    text = _KEYS.get(k)
+    if text is None:
+        text = _KEYS[k] = _enc(k) + ": "
+    return text
+
+
+def _jval(value: Any) -> str:
+    t = type(value)
+    if t is float:
+        return '"' + float.__repr__(value) + '"'
+    if t is str:
+        return _enc(value)
+    return _enc(to_str(value))
+
+
+def item_text(item: Optional[dict], with_md5: bool = False) -> str:
+    """The fields of `item_strings(item)` as JSON object members (without the braces)."""
+    if item is None:
+        return '"value": "null"'
+    if "value" in item or ("dtype" not in item and "type" in item and "group_ranks" not in item):
+        return fields_text(item_strings(item, with_md5))
+    parts = [_key(k) + _jval(v) for k, v in item.items()]
+    if "data_name" not in item:
+        parts.append('"data_name": "-1"')
+    return ", ".join(parts)
+
+
+def fields_text(fields: Dict[str, str]) -> str:
+    return ", ".join(_key(k) + _enc(v) for k, v in fields.items())
+
+
+def data_text(members: List[Tuple[str, str]]) -> str:
+    """{param_key: {fields}} from (param_key, member text) pairs."""
+    if not members:
+        return "{}"
+    return "{" + ", ".join(_enc(k) + ": {" + m + "}" for k, m in members) + "}"

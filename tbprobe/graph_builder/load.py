@@ -1,0 +1,81 @@
+"""One rank folder -> one built `Graph`, through tbprobe.formats (the only code here that touches files)."""
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+from tbprobe.errors import FormatError
+from tbprobe.formats.construct_json import load_construct
+from tbprobe.formats.dump_dir import RankDir
+from tbprobe.formats.dump_json import load_dump
+from tbprobe.formats.stack_json import load_stack
+from tbprobe.graph_builder.build import build_graph
+from tbprobe.graph_builder.items import is_tensor_item
+from tbprobe.graph_builder.model import Graph
+
+__all__ = ["load_rank", "detect_mode", "DATAFLOW_JSON"]
+
+DATAFLOW_JSON = "dataflow.json"
+
+
+def _load_dataflow(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise FormatError(path, f"cannot read data-flow edges: {exc}") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise FormatError(path, "expected {consumer: {input_slot: producer}}")
+    return doc
+
+
+def load_rank(rank_dir: RankDir, side: str = "NPU") -> Graph:
+    dump = load_dump(rank_dir.dump_json)
+    parents, micro = {}, None
+    if rank_dir.construct_json is not None:
+        construct = load_construct(rank_dir.construct_json)
+        parents = construct.parents
+        micro = construct.micro_steps or None
+    stacks_by_name = None
+    if rank_dir.stack_json is not None:
+        stacks = load_stack(rank_dir.stack_json)
+        stacks_by_name = {name: stacks.stacks[i] for name, i in stacks.by_name.items()}
+    graph = build_graph(side, rank_dir.step, rank_dir.rank, dump.entries, parents, stacks_by_name, micro)
+    graph.task = dump.task or "statistics"
+    graph.level = dump.level or ""
+    graph.framework = dump.framework or "pytorch"
+    graph.path = str(rank_dir.path)
+    if dump.task == "tensor":
+        graph.dump_data_dir = _tensor_dir(rank_dir, dump.dump_data_dir)
+    flow = rank_dir.path / DATAFLOW_JSON
+    if flow.is_file():
+        graph.edges = _load_dataflow(flow)
+    return graph
+
+
+def _tensor_dir(rank_dir: RankDir, recorded: Optional[str]) -> str:
+    """The recorded tensor folder when it exists here, else the dump's own dump_tensor_data (dumps move)."""
+    if recorded and os.path.isdir(recorded):
+        return recorded
+    return str(rank_dir.path / "dump_tensor_data")
+
+
+def detect_mode(graph: Graph) -> str:
+    """tensor task -> tensor; structure task -> structure; checksums in the items -> md5; else statistics."""
+    if graph.task == "tensor":
+        return "tensor"
+    if graph.task == "structure":
+        return "structure"
+    seen = 0
+    for node in graph.nodes.values():
+        entry = node.entry
+        if not entry:
+            continue
+        for key in ("input_args", "output", "input"):
+            for item in entry.get(key) or ():
+                if isinstance(item, dict) and is_tensor_item(item):
+                    return "md5" if "md5" in item else "statistics"
+        seen += 1
+        if seen > 50:
+            break
+    return "statistics"

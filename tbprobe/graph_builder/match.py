@@ -1,0 +1,187 @@
+"""Pairing debug nodes with bench nodes.
+
+Order of the passes (each only looks at nodes still unmatched):
+1. exact: same name under matched parents (= same name and same ancestor names), from the roots down;
+2. layer mapping (`-lm`): module names rewritten by the YAML's per-class renames, then matched by name;
+3. fuzzy (`-fm`): modules by name; APIs by (API name without counter, direction, occurrence within parent);
+4. structural aligner (on by default): the unmatched children of each matched pair are aligned as sequences of
+   (API or module name without counters, direction, input shapes and dtypes), so one extra or missing call
+   leaves only itself unmatched;
+5. manual matches (`.vis.config`), which override the rest.
+"""
+import difflib
+import re
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
+from tbprobe.graph_builder.model import Graph, Node
+
+__all__ = ["match_graphs", "signature", "strip_counters"]
+
+_API = re.compile(r"^(.*)\.\d+\.(forward|backward)$")
+_MODULE = re.compile(r"^(.*)\.(forward|backward)\.\d+$")
+_GRAD = re.compile(r"^(.*)\.parameters_grad(\.\d+)?$")
+_ABM = re.compile(r"^Apis_Between_Modules\.\d+$")
+
+
+def strip_counters(name: str) -> Tuple[str, str]:
+    """(name without call counters, direction) for APIs, modules and parameter grads."""
+    m = _API.match(name)
+    if m and not name.startswith(("Module.", "Cell.")):
+        return m.group(1), m.group(2)
+    m = _MODULE.match(name)
+    if m:
+        return m.group(1), m.group(2)
+    m = _GRAD.match(name)
+    if m:
+        return m.group(1) + ".parameters_grad", "backward"
+    if _ABM.match(name):
+        return "Apis_Between_Modules", ""
+    return name, ""
+
+
+def signature(node: Node) -> tuple:
+    base, direction = strip_counters(node.name)
+    shapes = []
+    if node.entry:
+        ins, _ = flatten_entry(node.name, node.entry)
+        for _, item in ins:
+            if is_tensor_item(item):
+                shapes.append((item.get("dtype"), tuple(item.get("shape") or ())))
+    return (base, direction, tuple(shapes))
+
+
+def _input_shapes(node: Node) -> tuple:
+    entry = node.entry
+    if not entry:
+        return ()
+    out = []
+    for key in ("input_args", "input"):
+        for item in entry.get(key) or ():
+            if isinstance(item, dict) and "shape" in item and "dtype" in item:
+                out.append((item["dtype"], tuple(item["shape"] or ())))
+    return tuple(out)
+
+
+def _same_inputs(a: Node, b: Node) -> bool:
+    return _input_shapes(a) == _input_shapes(b)
+
+
+def _link(d: Node, b: Node, how: Optional[str] = None) -> None:
+    d.match = b
+    b.match = d
+    if how:
+        d.add_flag(how)
+
+
+def match_graphs(debug: Graph, bench: Graph, *, fuzzy: bool = False, align: bool = True,
+                 layer_map: Optional[Mapping[str, Mapping[str, str]]] = None,
+                 manual: Optional[Mapping[str, str]] = None) -> int:
+    """Set `.match` on both sides; returns the number of matched debug nodes."""
+    _link(debug.root, bench.root)
+    pairs = [(debug.root, bench.root)]
+    while pairs:
+        d, b = pairs.pop()
+        by_name = {c.name: c for c in b.children}
+        for child in d.children:
+            twin = by_name.get(child.name)
+            if twin is not None and twin.match is None and child.match is None:
+                # with the aligner on, a same-named pair whose inputs differ in shape is left to it: an extra
+                # call shifts the counters, so the name may belong to a different call
+                if not align or _same_inputs(child, twin):
+                    _link(child, twin)
+        if layer_map is not None:
+            _match_mapped(d, b, layer_map)
+        if fuzzy:
+            _match_fuzzy(d, b)
+        if align:
+            _align(d, b)
+        for child in d.children:
+            if child.match is not None and child.match.parent is b:
+                pairs.append((child, child.match))
+    if manual:
+        _apply_manual(debug, bench, manual)
+    return sum(1 for n in debug.nodes.values() if n.match is not None)
+
+
+def _match_fuzzy(d: Node, b: Node) -> None:
+    def keyed(children: List[Node]) -> Dict[tuple, Node]:
+        seen: Dict[tuple, int] = {}
+        out: Dict[tuple, Node] = {}
+        for c in children:
+            if c.match is not None:
+                continue
+            base, direction = strip_counters(c.name)
+            k = (base, direction)
+            i = seen.get(k, 0)
+            seen[k] = i + 1
+            out[(base, direction, i)] = c
+        return out
+
+    bench_keys = keyed(b.children)
+    for k, child in keyed(d.children).items():
+        twin = bench_keys.get(k)
+        if twin is not None and twin.match is None:
+            _link(child, twin, "fuzzy")
+
+
+def _mapped_name(name: str, layer_map: Mapping[str, Mapping[str, str]]) -> str:
+    """Apply the YAML's renames to a module path: `{Class: {bench_attr: debug_attr}}` or a flat
+    `{bench_attr: debug_attr}` applied everywhere."""
+    parts = name.split(".")
+    renames: Dict[str, str] = {}
+    for key, value in layer_map.items():
+        if isinstance(value, Mapping):
+            renames.update({str(a): str(b) for a, b in value.items()})
+        else:
+            renames[str(key)] = str(value)
+    return ".".join(renames.get(p, p) for p in parts)
+
+
+def _match_mapped(d: Node, b: Node, layer_map: Mapping[str, Mapping[str, str]]) -> None:
+    bench = {}
+    for c in b.children:
+        if c.match is None:
+            bench.setdefault(strip_counters(_mapped_name(c.name, layer_map)), []).append(c)
+    for child in d.children:
+        if child.match is not None:
+            continue
+        key = strip_counters(_mapped_name(child.name, layer_map))
+        options = bench.get(key)
+        if options:
+            _link(child, options.pop(0), "layer_mapping")
+
+
+def _align(d: Node, b: Node) -> None:
+    left = [c for c in d.children if c.match is None]
+    right = [c for c in b.children if c.match is None]
+    if not left or not right:
+        return
+    sig_l = [signature(c) for c in left]
+    sig_r = [signature(c) for c in right]
+    sm = difflib.SequenceMatcher(None, sig_l, sig_r, autojunk=False)
+    for block in sm.get_matching_blocks():
+        for k in range(block.size):
+            _link(left[block.a + k], right[block.b + k], "aligned")
+    # second chance: same name without counters and direction, in order, ignoring shapes
+    left = [c for c in d.children if c.match is None]
+    right = [c for c in b.children if c.match is None]
+    if left and right:
+        sm = difflib.SequenceMatcher(None, [signature(c)[:2] for c in left], [signature(c)[:2] for c in right],
+                                     autojunk=False)
+        for block in sm.get_matching_blocks():
+            for k in range(block.size):
+                _link(left[block.a + k], right[block.b + k], "aligned")
+
+
+def _apply_manual(debug: Graph, bench: Graph, manual: Mapping[str, str]) -> None:
+    for dname, bname in manual.items():
+        d = debug.nodes.get(dname)
+        b = bench.nodes.get(bname)
+        if d is None or b is None:
+            continue
+        if d.match is not None:
+            d.match.match = None
+        if b.match is not None:
+            b.match.match = None
+        _link(d, b, "manual")

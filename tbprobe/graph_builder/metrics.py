@@ -1,0 +1,179 @@
+"""Per-item metrics: statistics differences, checksum equality and real-data (tensor) metrics.
+
+Each function returns the compare fields of one item pair as strings, in the reference's formats:
+statistics diffs as Python floats ("0.05"), relative errors as "12.345678%" ("0.0%" when equal, "N/A" when the
+bench value is 0), tensor metrics rounded to 12 decimals (EucDist unrounded), "unsupported" where a metric does
+not apply (0-dim tensors, non-tensor arguments)."""
+import math
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from tbprobe.graph_builder.items import scalar_md5, to_str
+
+__all__ = ["STAT_FIELDS", "TENSOR_FIELDS", "stat_fields", "tensor_metrics", "unsupported_tensor_fields",
+           "na_tensor_fields", "rel_err_value", "load_array", "EPS"]
+
+STAT_FIELDS = ("Max diff", "Min diff", "Mean diff", "L2norm diff",
+               "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
+TENSOR_FIELDS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+                 "Five Thousandths Err Ratio")
+_STATS = ("Max", "Min", "Mean", "Norm")
+# A zero bench element is divided by float32 epsilon instead of 0, so it gives a large finite error.
+EPS = float(np.finfo(np.float32).eps)
+
+
+def stat_fields(debug: dict, bench: dict) -> Tuple[Dict[str, str], Optional[float]]:
+    """Statistics-mode fields of one pair and the NormRelativeErr as a fraction (None when not a number)."""
+    if "value" in debug:
+        v = debug.get("value")
+        dvals = (v, v, v, v)
+    else:
+        dvals = (debug.get("Max"), debug.get("Min"), debug.get("Mean"), debug.get("Norm"))
+    if "value" in bench:
+        v = bench.get("value")
+        bvals = (v, v, v, v)
+    else:
+        bvals = (bench.get("Max"), bench.get("Min"), bench.get("Mean"), bench.get("Norm"))
+    out: Dict[str, str] = {}
+    rels = []
+    norm_rel: Optional[float] = None
+    for i in range(4):
+        x = dvals[i]
+        y = bvals[i]
+        tx = type(x)
+        ty = type(y)
+        # bool is not a number here (type(True) is bool, not int): flags get N/A, as the reference does
+        if (tx is float or tx is int) and (ty is float or ty is int):
+            diff = x - y
+            out[STAT_FIELDS[i]] = float.__repr__(diff) if type(diff) is float else int.__repr__(diff)
+            if y == 0:
+                rels.append("N/A")
+            elif diff == 0:
+                rels.append("0.0%")
+                if i == 3:
+                    norm_rel = 0.0
+            else:
+                rel = abs(diff / y)
+                rels.append(_percent(rel * 100))
+                if i == 3:
+                    norm_rel = rel
+        else:
+            out[STAT_FIELDS[i]] = "N/A"
+            rels.append("N/A")
+    out["MaxRelativeErr"] = rels[0]
+    out["MinRelativeErr"] = rels[1]
+    out["MeanRelativeErr"] = rels[2]
+    out["NormRelativeErr"] = rels[3]
+    return out, norm_rel
+
+
+def _percent(value: float) -> str:
+    """The reference writes whole percentages as "100.0%" and others with six decimals ("12.345678%")."""
+    if value.is_integer():
+        return float.__repr__(float(value)) + "%"
+    return "%.6f%%" % value
+
+
+def rel_err_value(text: str) -> Optional[float]:
+    """'12.5%' -> 0.125; 'N/A' -> None."""
+    if not text.endswith("%"):
+        return None
+    try:
+        return float(text[:-1]) / 100.0
+    except ValueError:
+        return None
+
+
+def unsupported_tensor_fields() -> Dict[str, str]:
+    return {k: "unsupported" for k in TENSOR_FIELDS}
+
+
+def na_tensor_fields() -> Dict[str, str]:
+    return {k: "N/A" for k in TENSOR_FIELDS}
+
+
+def load_array(path: str) -> np.ndarray:
+    """A dumped tensor as a float64 numpy array (.npy directly, .pt through torch)."""
+    if path.endswith(".npy"):
+        arr = np.load(path, allow_pickle=False)
+    else:
+        import torch  # only tensor mode needs torch; imported lazily to keep `tbprobe graph` start-up fast
+
+        t = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(t, torch.Tensor):
+            raise ValueError("not a tensor")
+        if t.is_complex():
+            t = t.abs()
+        if t.dtype == torch.bool:
+            t = t.to(torch.uint8)
+        arr = t.to(torch.float64).numpy()
+    if np.iscomplexobj(arr):
+        arr = np.abs(arr)
+    return np.asarray(arr, dtype=np.float64)
+
+
+def _r12(x: float) -> str:
+    return to_str(round(float(x), 12)) if math.isfinite(x) else to_str(float(x))
+
+
+def tensor_metrics(debug_path: str, bench_path: str) -> Tuple[Dict[str, str], Optional[str]]:
+    """Real-data metrics of two dumped tensors, computed in float64. Returns (fields, message or None)."""
+    try:
+        n = load_array(debug_path)
+        b = load_array(bench_path)
+    except FileNotFoundError as exc:
+        return na_tensor_fields(), f"warning: tensor file not found: {exc.filename}"
+    except Exception as exc:  # unreadable file: report on the item, do not abort the whole compare
+        return na_tensor_fields(), f"warning: cannot read tensor data: {exc}"
+    if n.shape != b.shape:
+        return na_tensor_fields(), "error: Shape of NPU and bench tensors do not match."
+    zero_dim = n.ndim == 0
+    n = n.ravel()
+    b = b.ravel()
+    message = None
+    n_bad = ~np.isfinite(n)
+    b_bad = ~np.isfinite(b)
+    if n_bad.any() or b_bad.any():
+        same = np.array_equal(n_bad, b_bad) and np.array_equal(np.where(n_bad, n, 0), np.where(b_bad, b, 0), equal_nan=True)
+        if not same:
+            return na_tensor_fields(), "error: NaN/Inf at different positions in NPU and bench tensors."
+        n = np.where(n_bad, 0.0, n)
+        b = np.where(b_bad, 0.0, b)
+    if n.size == 0:
+        return na_tensor_fields(), "warning: empty tensor."
+    diff = np.abs(n - b)
+    b_abs = np.abs(b)
+    rel = diff / np.where(b_abs == 0, EPS, b_abs)
+    out: Dict[str, str] = {}
+    if zero_dim:
+        out["Cosine"] = "unsupported"
+        out["EucDist"] = "unsupported"
+    else:
+        nn, bn = float(np.linalg.norm(n)), float(np.linalg.norm(b))
+        if nn == 0 and bn == 0:
+            cos = 1.0
+        elif nn == 0 or bn == 0:
+            cos = float("nan")
+            message = "warning: Cosine is NaN because one side's tensor is all zeros."
+        else:
+            cos = float(np.dot(n, b)) / (nn * bn)
+        out["Cosine"] = _r12(cos)
+        out["EucDist"] = to_str(float(np.linalg.norm(n - b)))
+    out["MaxAbsErr"] = _r12(float(diff.max()))
+    out["MaxRelativeErr"] = _r12(float(rel.max()))
+    if zero_dim:
+        out["One Thousandth Err Ratio"] = "unsupported"
+        out["Five Thousandths Err Ratio"] = "unsupported"
+    else:
+        out["One Thousandth Err Ratio"] = _r12(float(np.count_nonzero(rel < 0.001)) / rel.size)
+        out["Five Thousandths Err Ratio"] = _r12(float(np.count_nonzero(rel < 0.005)) / rel.size)
+    return out, message
+
+
+def md5_of(item: dict) -> Optional[str]:
+    if "md5" in item:
+        return item["md5"]
+    if "value" in item:
+        return scalar_md5(item.get("value"))
+    return None

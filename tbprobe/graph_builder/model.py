@@ -1,0 +1,98 @@
+"""The in-memory graph: one compact `Node` per dump entry or construct key, held by a `Graph` per (side, step, rank).
+
+Nodes use __slots__ and keep the parsed dump entry as is (no copies, no strings) until rows are written."""
+from typing import Dict, List, Optional
+
+__all__ = ["Node", "Graph", "NODE_MODULE", "NODE_API", "NODE_API_COLLECTION", "ROOT_NAME"]
+
+NODE_MODULE = "0"
+NODE_API = "1"
+NODE_API_COLLECTION = "9"
+ROOT_NAME = "DefaultModel"
+
+
+class Node:
+    __slots__ = (
+        "name", "node_type", "parent", "children", "entry", "stack", "micro_step", "exec_order", "flags",
+        "order", "match", "precision", "overflow", "input_data", "output_data", "distributed", "worst_metric",
+        "subtree_precision", "subtree_overflow", "inputs_ok",
+    )
+
+    def __init__(self, name: str, node_type: str, entry: Optional[dict] = None):
+        self.name = name
+        self.node_type = node_type
+        self.parent: Optional["Node"] = None
+        self.children: List["Node"] = []
+        self.entry = entry                  # the dump.json entry (None for pseudo nodes and structure dumps)
+        self.stack: Optional[tuple] = None  # stack lines, interned by the stack reader
+        self.micro_step = 0
+        self.exec_order: Optional[int] = None
+        self.flags: Optional[List[str]] = None
+        self.order = 0                      # post-order index (node_order)
+        self.match: Optional["Node"] = None
+        self.precision: Optional[float] = None
+        self.overflow: Optional[str] = None
+        self.input_data: Optional[str] = None     # JSON text of {param_key: {field: str}} once compared
+        self.output_data: Optional[str] = None
+        self.inputs_ok = True                     # every compared input passed (for the first divergence)
+        self.distributed: Optional[dict] = None
+        self.worst_metric: Optional[float] = None
+        self.subtree_precision: Optional[float] = None
+        self.subtree_overflow: Optional[str] = None
+
+    def add_flag(self, flag: str) -> None:
+        if self.flags is None:
+            self.flags = []
+        if flag not in self.flags:
+            self.flags.append(flag)
+
+    def path(self) -> List[str]:
+        """Ancestor names from the root down to this node (the matched_node_link form)."""
+        out = []
+        node: Optional[Node] = self
+        while node is not None:
+            out.append(node.name)
+            node = node.parent
+        out.reverse()
+        return out
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r})"
+
+
+class Graph:
+    """One side (NPU / Bench) of one step and rank."""
+
+    __slots__ = ("side", "step", "rank", "root", "nodes", "task", "level", "framework", "dump_data_dir",
+                 "micro_steps", "edges", "path")
+
+    def __init__(self, side: str, step: int, rank: int):
+        self.side = side
+        self.step = step
+        self.rank = rank
+        self.root = Node(ROOT_NAME, NODE_MODULE)
+        self.nodes: Dict[str, Node] = {ROOT_NAME: self.root}
+        self.task = "statistics"
+        self.level = ""
+        self.framework = "pytorch"
+        self.dump_data_dir: Optional[str] = None
+        self.micro_steps = 1
+        self.edges: Dict[str, Dict[str, str]] = {}   # consumer -> {input slot -> producer} (dataflow.json)
+        self.path = ""
+
+    @property
+    def graph_id(self) -> str:
+        return f"{self.side}_{self.step}_{self.rank}"
+
+    def walk(self) -> List[Node]:
+        """Nodes in post order (children before parents, siblings in order, root last), iteratively."""
+        out: List[Node] = []
+        stack = [(self.root, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i < len(node.children):
+                stack.append((node, i + 1))
+                stack.append((node.children[i], 0))
+            else:
+                out.append(node)
+        return out

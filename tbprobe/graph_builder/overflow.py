@@ -1,0 +1,56 @@
+"""Overflow levels (`-oc`, REFERENCE.md section 4), per API or module, from the dumped statistics.
+
+First scene that applies: inputs finite and an output inf/nan -> critical; both -> high; an input inf/nan and the
+outputs finite -> medium; max output Norm / max input Norm > 100 -> high. Only tensor items count (a scalar
+multiplier is not an input norm)."""
+import math
+from typing import Optional
+
+from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
+from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph
+
+__all__ = ["overflow_level", "mark_overflow", "LEVEL_RANK"]
+
+LEVEL_RANK = {None: 0, "medium": 1, "high": 2, "critical": 3}
+_STATS = ("Max", "Min", "Mean", "Norm")
+
+
+def _scan(items):
+    bad = False
+    norm = None
+    for _, item in items:
+        if not is_tensor_item(item):
+            continue
+        for key in _STATS:
+            v = item.get(key)
+            if isinstance(v, float) and not math.isfinite(v):
+                bad = True
+        v = item.get("Norm")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            norm = v if norm is None else max(norm, v)
+    return bad, norm
+
+
+def overflow_level(name: str, entry: Optional[dict]) -> Optional[str]:
+    if not entry:
+        return None
+    ins, outs = flatten_entry(name, entry)
+    if not outs:
+        return None
+    in_bad, in_norm = _scan(ins)
+    out_bad, out_norm = _scan(outs)
+    if out_bad and not in_bad:
+        return "critical"
+    if out_bad and in_bad:
+        return "high"
+    if in_bad:
+        return "medium"
+    if in_norm and out_norm is not None and in_norm > 0 and out_norm / in_norm > 100:
+        return "high"
+    return None
+
+
+def mark_overflow(graph: Graph) -> None:
+    for node in graph.nodes.values():
+        if node.node_type != NODE_API_COLLECTION and node.entry:
+            node.overflow = overflow_level(node.name, node.entry)

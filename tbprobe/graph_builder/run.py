@@ -1,0 +1,216 @@
+"""`run_graph`: dump folders in, one build_<ts>.vis.db / compare_<ts>.vis.db out, every step and rank inside.
+
+Ranks are processed in a process pool (one job per step x rank), the parent links communication nodes across
+ranks and writes everything in one transaction through VisDbWriter (temporary file renamed at the end, removed
+on any error)."""
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from tbprobe.errors import TbprobeError
+from tbprobe.formats.dump_dir import RankDir, discover
+from tbprobe.formats.vis_db import VisDbWriter
+from tbprobe.graph_builder.config_text import TASK_OF_MODE, node_colors, tool_tip
+from tbprobe.graph_builder.distributed import link_ranks
+from tbprobe.graph_builder.engine import Options, RankResult, process_rank
+from tbprobe.graph_builder.rows import COL_MATCHED_DISTRIBUTED
+
+__all__ = ["run_graph", "GraphResult", "pair_rank_dirs", "format_summary"]
+
+
+@dataclass
+class GraphResult:
+    path: Path
+    graph_type: str
+    mode: Optional[str]
+    summary: Dict[str, object] = field(default_factory=dict)
+
+
+def pair_rank_dirs(debug: List[RankDir], bench: Optional[List[RankDir]], debug_path: str,
+                   bench_path: Optional[str]) -> List[Tuple[RankDir, Optional[RankDir]]]:
+    if bench is None:
+        return [(d, None) for d in debug]
+    by_key = {(b.step, b.rank): b for b in bench}
+    keys_d = [(d.step, d.rank) for d in debug]
+    if set(keys_d) == set(by_key):
+        return [(d, by_key[(d.step, d.rank)]) for d in debug]
+    if len(debug) == 1 and len(bench) == 1:  # one rank against one rank: e.g. step 0 of a run against step 1
+        return [(debug[0], bench[0])]
+    raise TbprobeError(
+        f"{bench_path}: its steps/ranks {sorted(by_key)} do not match those of {debug_path} {sorted(keys_d)}; "
+        "give both sides the same layout (a rank folder, a step folder of ranks, or a folder of steps)")
+
+
+def _check_out_dir(out_dir: str, create: bool = False) -> Path:
+    """Fail early, before any work, when the output folder cannot be written; create it only when asked (just
+    before writing), so a failed run leaves nothing behind."""
+    out = Path(out_dir)
+    probe = out
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise TbprobeError(f"{out}: cannot create the output folder ({probe} is not a folder)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise TbprobeError(f"{out}: the output folder is not writable")
+    if create:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TbprobeError(f"{out}: cannot create the output folder ({exc.strerror})") from None
+    return out
+
+
+def _job(args):
+    """Worker entry: user errors come back as text (exception classes with custom constructors do not
+    survive the trip between processes)."""
+    debug_dir, bench_dir, opts = args
+    try:
+        return process_rank(debug_dir, bench_dir, opts)
+    except TbprobeError as exc:
+        return str(exc)
+
+
+def _progress(total: int):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # progress is a nicety
+        return None
+    return tqdm(total=total, unit="rank", file=sys.stderr, disable=None, leave=False)
+
+
+def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check: bool = False, fuzzy: bool = False,
+              layer_mapping: Optional[Mapping] = None, parallel: bool = True, align: bool = True,
+              manual: Optional[Mapping[str, str]] = None, progress: bool = True) -> GraphResult:
+    """Build (bench None) or compare (bench given) and write one .vis.db under out_dir."""
+    out = _check_out_dir(out_dir)
+    debug_dirs = discover(debug)
+    bench_dirs = discover(bench) if bench else None
+    pairs = pair_rank_dirs(debug_dirs, bench_dirs, debug, bench)
+    workers = min(len(pairs), os.cpu_count() or 1) if parallel else 1
+    opts = Options(overflow_check=overflow_check, fuzzy=fuzzy, align=align, layer_map=layer_mapping,
+                   manual=manual, tensor_workers=(os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1)
+    graph_type = "compare" if bench else "build"
+    ts = time.strftime("%Y%m%d%H%M%S")
+    path = out / f"{graph_type}_{ts}.vis.db"
+    n = 1
+    while path.exists():
+        path = out / f"{graph_type}_{ts}_{n}.vis.db"
+        n += 1
+    started = time.perf_counter()
+    bar = _progress(len(pairs)) if progress else None
+    jobs = [(d, b, opts) for d, b in pairs]
+    results: List[RankResult] = []
+    nodes_done = 0
+
+    def collect(result) -> None:
+        nonlocal nodes_done
+        if isinstance(result, str):
+            raise TbprobeError(result)
+        results.append(result)
+        nodes_done += len(result.node_rows)
+        if bar is not None:
+            rate = nodes_done / max(time.perf_counter() - started, 1e-6)
+            bar.set_postfix_str(f"step {result.step} rank {result.rank} {rate:,.0f} nodes/s")
+            bar.update(1)
+
+    try:
+        if workers > 1:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                for result in pool.map(_job, jobs):
+                    collect(result)
+        else:
+            for job in jobs:
+                collect(_job(job))
+    finally:
+        if bar is not None:
+            bar.close()
+    mode = next((r.mode for r in results if r.mode), None)
+    _link_distributed(results)
+    _check_out_dir(out_dir, create=True)
+    writer = VisDbWriter(path)
+    try:
+        for r in results:
+            writer.add_nodes(r.node_rows)
+            writer.add_stacks(r.stack_rows)
+            writer.add_node_ext(r.ext_rows)
+            if r.edge_rows:
+                writer.add_edges(r.edge_rows)
+            if r.finding_rows:
+                writer.add_findings(r.finding_rows)
+        writer.set_config(graph_type, TASK_OF_MODE.get(mode, "") if bench else "",
+                          tool_tip(mode) if bench else None,
+                          max((r.micro_steps for r in results), default=1), 1 if overflow_check else 0,
+                          node_colors(mode) if bench else None,
+                          sorted({r.rank for r in results}), sorted({r.step for r in results}))
+        writer.set_meta("inputs", {"debug": str(debug), "bench": str(bench) if bench else None})
+        final = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    summary = _summary(results, final, time.perf_counter() - started)
+    return GraphResult(final, graph_type, mode, summary)
+
+
+def _link_distributed(results: List[RankResult]) -> None:
+    by_step_side: Dict[Tuple[int, str], List] = {}
+    for r in results:
+        for side, stubs in r.comm.items():
+            by_step_side.setdefault((r.step, side), []).append((r, stubs))
+    import json
+
+    from tbprobe.graph_builder.model import Graph
+
+    for (step, side), members in by_step_side.items():
+        if len(members) < 2:
+            continue
+        graphs = []
+        for r, stubs in members:
+            g = Graph(side, step, r.rank)
+            for s in stubs:
+                g.nodes[s.name] = s
+            graphs.append(g)
+        link_ranks(graphs)
+        for (r, stubs) in members:
+            linked = {f"{side}_{step}_{r.rank}_{s.name}": s.distributed for s in stubs if s.distributed}
+            if not linked:
+                continue
+            for row in r.node_rows:
+                info = linked.get(row[0])
+                if info is not None:
+                    row[COL_MATCHED_DISTRIBUTED] = json.dumps(info)
+
+
+def _summary(results: List[RankResult], path: Path, seconds: float) -> Dict[str, object]:
+    total: Dict[str, object] = {"nodes": 0, "matched": 0, "pass": 0, "warning": 0, "error": 0, "unmatched": 0,
+                                "overflow": 0}
+    first_div = None
+    first_ovf = None
+    for r in sorted(results, key=lambda r: (r.step, r.rank)):
+        for k, v in r.counts.items():
+            total[k] = int(total.get(k, 0)) + v  # type: ignore[arg-type]
+        if first_div is None and r.first_divergence:
+            first_div = f"step {r.step} rank {r.rank}: {r.first_divergence}"
+        if first_ovf is None and r.first_overflow:
+            first_ovf = f"step {r.step} rank {r.rank}: {r.first_overflow}"
+    total.update({"graphs": len(results), "first_divergence": first_div, "first_overflow": first_ovf,
+                  "output": str(path), "seconds": round(seconds, 3)})
+    return total
+
+
+def format_summary(result: GraphResult) -> str:
+    s = result.summary
+    lines = [f"{result.graph_type} graph: {s['graphs']} step x rank graph(s), {s['nodes']} debug nodes"]
+    if result.graph_type == "compare":
+        lines.append(f"  mode {result.mode}: matched {s['matched']}, pass {s['pass']}, warning {s['warning']}, "
+                     f"error {s['error']}, unmatched {s['unmatched']}")
+        lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}")
+    if s.get("overflow") or s.get("first_overflow"):
+        lines.append(f"  overflow nodes: {s['overflow']}, first overflow: {s['first_overflow'] or 'none'}")
+    lines.append(f"  written: {s['output']} ({s['seconds']} s)")
+    return "\n".join(lines)

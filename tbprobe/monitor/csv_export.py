@@ -1,0 +1,119 @@
+"""CSV export of monitor runs in the reference monitor's layout: one file per data type and rank,
+``<type>_<first step>-<last step>.csv`` with the columns ``vpp_stage,name,step[,micro_step],<ops...>,shape,dtype``.
+
+The event files are read with TensorBoard's own EventAccumulator (every point kept). Output folders are named
+``<time>-rank<R>-tbprobe`` so the reference's CSV tools (csv2tensorboard_by_step) find them.
+"""
+import csv
+import json
+import os
+import time
+from collections import defaultdict
+from typing import Dict, List, Tuple
+
+from tbprobe.errors import TbprobeError
+from tbprobe.monitor.tags import CSV_TYPES, OPS, parse_tag
+from tbprobe.monitor.writer import META_FILE
+
+__all__ = ["export_run", "export_logdir", "find_monitor_runs", "split_name"]
+
+_MICRO_TYPES = ("actv", "actv_grad")
+
+
+def split_name(name: str) -> Tuple[int, str, int]:
+    """(vpp_stage, bare name, micro_step) of a tag's name part ("vp1:layers.0:micro2" -> (1, "layers.0", 2))."""
+    vpp, micro = 0, 0
+    if name.startswith("vp") and ":" in name and name[2:name.index(":")].isdigit():
+        vpp = int(name[2:name.index(":")])
+        name = name[name.index(":") + 1:]
+    head, sep, tail = name.rpartition(":micro")
+    if sep and tail.isdigit():
+        name, micro = head, int(tail)
+    return vpp, name, micro
+
+
+def _fmt(v: float) -> str:
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    return f"{v:.7g}"
+
+
+def find_monitor_runs(logdir: str) -> List[str]:
+    """Folders under ``logdir`` (itself included) that hold tbprobe monitor output."""
+    found = []
+    for root, _dirs, files in os.walk(logdir):
+        if META_FILE in files and any(".tfevents." in f for f in files):
+            found.append(root)
+    return sorted(found)
+
+
+def export_run(run_dir: str, out_dir: str) -> List[str]:
+    """Write the CSV files of one rank's run into ``out_dir``; returns the files written."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    meta_path = os.path.join(run_dir, META_FILE)
+    try:
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        meta = {}
+    shapes: Dict[str, list] = meta.get("shapes", {}) if isinstance(meta, dict) else {}
+    acc = ea.EventAccumulator(run_dir, size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    # (type) -> (vpp, name, step, micro, key) -> {op: value}
+    rows: Dict[str, Dict[tuple, Dict[str, float]]] = defaultdict(dict)
+    ops_seen = set()
+    for tag in acc.Tags().get("scalars", []):
+        parts = parse_tag(tag)
+        if parts is None or parts.base_metric not in CSV_TYPES:
+            continue
+        data_type, suffix = CSV_TYPES[parts.base_metric]
+        vpp, name, micro = split_name(parts.name)
+        index = parts.metric.partition(".")[2]
+        row_name = name + suffix + (f"_{index}" if index else "")
+        key = f"{parts.name}/{parts.metric}"
+        ops_seen.add(parts.op)
+        for ev in acc.Scalars(tag):
+            rows[data_type].setdefault((ev.step, vpp, row_name, micro, key), {})[parts.op] = ev.value
+    if not rows:
+        raise TbprobeError(f"{run_dir}: no monitor scalars to export")
+    ops = [op for op in OPS if op in ops_seen]
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for data_type, table in sorted(rows.items()):
+        steps = [k[0] for k in table]
+        path = os.path.join(out_dir, f"{data_type}_{min(steps)}-{max(steps)}.csv")
+        header = ["vpp_stage", "name", "step"] + (["micro_step"] if data_type in _MICRO_TYPES else [])
+        tmp = path + ".tmp"
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(header + ops + ["shape", "dtype"])
+            for (step, vpp, row_name, micro, key), values in sorted(table.items(), key=lambda kv: kv[0][:4]):
+                shape, dtype = (shapes.get(key) or ["nan", "nan"])[:2]
+                line = [vpp, row_name, step] + ([micro] if data_type in _MICRO_TYPES else [])
+                line += [_fmt(values[op]) if op in values else "nan" for op in ops]
+                line += [str(shape) if shape != "nan" else "nan", dtype]
+                w.writerow(line)
+        os.replace(tmp, path)
+        written.append(path)
+    return written
+
+
+def export_logdir(logdir: str, out_root: str) -> List[str]:
+    """Export every monitor run under ``logdir`` into ``out_root/<job>/<time>-rank<R>-tbprobe/``."""
+    if not os.path.isdir(logdir):
+        raise TbprobeError(f"{logdir}: not a folder")
+    runs = find_monitor_runs(logdir)
+    if not runs:
+        raise TbprobeError(f"{logdir}: no tbprobe monitor runs (folders with {META_FILE} and event files)")
+    stamp = time.strftime("%b%d_%H-%M-%S")
+    written = []
+    for run in runs:
+        rel = os.path.relpath(run, logdir)
+        job, _, leaf = rel.rpartition(os.sep)
+        rank = leaf[4:] if leaf.startswith("rank") and leaf[4:].isdigit() else "0"
+        target = os.path.join(out_root, job or ".", f"{stamp}-rank{rank}-tbprobe")
+        written += export_run(run, target)
+    return written

@@ -1,0 +1,299 @@
+"""The queries behind the Monitor dashboard, over TensorBoard's data provider (``list_scalars`` / ``read_scalars``).
+
+A *job* is a set of runs ``<job>/rank<R>`` (one per rank) holding monitor tags; a run not named ``rank<R>`` is a
+job of its own with rank 0. Every answer is sized by what the page shows: heatmap rows are paged, steps are
+binned server-side into at most ``max_cols`` columns (each cell shows the value of largest magnitude in its bin,
+non-finite first, so a spike or a NaN never disappears into an average), series are downsampled.
+
+Values are JSON numbers, or the strings "nan", "inf", "-inf"; a missing cell is null.
+"""
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from tbprobe.monitor.tags import OPS, parse_anomaly_tag, parse_tag
+
+__all__ = ["QueryError", "Job", "list_jobs", "heatmap", "series", "anomalies", "MODES"]
+
+MODES = ("step_module", "step_rank", "module_rank")
+MAX_ROWS = 2000
+MAX_COLS = 2000
+MAX_POINTS = 10000
+MAX_SERIES = 16
+_RANK_RUN = re.compile(r"^(?:(?P<job>.*)/)?rank(?P<rank>\d+)$")
+_PLUGIN = "scalars"
+
+
+class QueryError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Job:
+    name: str
+    runs: Dict[int, str] = field(default_factory=dict)  # rank -> run name
+    tags: Dict[int, Dict[str, object]] = field(default_factory=dict)  # rank -> {tag: ScalarTimeSeries}
+
+    def to_json(self) -> dict:
+        metrics: Dict[str, set] = {}
+        modules = set()
+        n_anomaly = 0
+        max_step = 0
+        for tags in self.tags.values():
+            for tag, ts in tags.items():
+                max_step = max(max_step, int(getattr(ts, "max_step", 0) or 0))
+                if parse_anomaly_tag(tag):
+                    n_anomaly += 1
+                    continue
+                p = parse_tag(tag)
+                if p:
+                    metrics.setdefault(p.metric, set()).add(p.op)
+                    modules.add(p.name)
+        return {
+            "job": self.name,
+            "ranks": sorted(self.runs),
+            "runs": {str(r): run for r, run in sorted(self.runs.items())},
+            "metrics": {m: [op for op in OPS if op in ops] for m, ops in sorted(metrics.items())},
+            "n_modules": len(modules),
+            "max_step": max_step,
+            "n_anomaly_series": n_anomaly,
+        }
+
+
+def _natural(name: str) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def value_json(v: float):
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def list_jobs(provider, ctx, eid: str) -> Dict[str, Job]:
+    listing = provider.list_scalars(ctx, experiment_id=eid, plugin_name=_PLUGIN)
+    jobs: Dict[str, Job] = {}
+    for run, tags in listing.items():
+        if not any(parse_tag(t) for t in tags):
+            continue
+        m = _RANK_RUN.match(run)
+        name, rank = (m.group("job") or ".", int(m.group("rank"))) if m else (run, 0)
+        job = jobs.setdefault(name, Job(name))
+        if rank in job.runs:  # two runs claim the same rank: keep them apart as jobs of their own
+            job = jobs.setdefault(run, Job(run))
+            rank = 0
+        job.runs[rank] = run
+        job.tags[rank] = dict(tags)
+    return dict(sorted(jobs.items(), key=lambda kv: _natural(kv[0])))
+
+
+def _job(provider, ctx, eid, name: Optional[str]) -> Job:
+    if not name:
+        raise QueryError(400, "missing parameter 'job'")
+    jobs = list_jobs(provider, ctx, eid)
+    if name not in jobs:
+        raise QueryError(404, f"no monitor job named {name!r}")
+    return jobs[name]
+
+
+def _check_metric(metric: Optional[str], op: Optional[str]) -> Tuple[str, str]:
+    if not metric:
+        raise QueryError(400, "missing parameter 'metric'")
+    if op not in OPS:
+        raise QueryError(400, f"parameter 'op' must be one of {', '.join(OPS)}")
+    return metric, op
+
+
+def _rank(job: Job, rank: Optional[int]) -> int:
+    if rank is None:
+        return min(job.runs)
+    if rank not in job.runs:
+        raise QueryError(404, f"job {job.name!r} has no rank {rank}")
+    return rank
+
+
+def _matches(name: str, needles: Sequence[str]) -> bool:
+    low = name.lower()
+    return not needles or any(n in low for n in needles)
+
+
+def _needles(text: Optional[str]) -> List[str]:
+    return [t.strip().lower() for t in (text or "").split(",") if t.strip()]
+
+
+def _read(provider, ctx, eid, runs: List[str], tags: List[str], downsample: int):
+    from tensorboard.data import provider as tb_provider
+
+    if not runs or not tags:
+        return {}
+    flt = tb_provider.RunTagFilter(runs=runs, tags=tags)
+    return provider.read_scalars(ctx, experiment_id=eid, plugin_name=_PLUGIN, downsample=downsample,
+                                 run_tag_filter=flt)
+
+
+def _extreme(current: Optional[float], v: float) -> float:
+    """The value to keep in a bin: non-finite first, then the largest magnitude."""
+    if current is None:
+        return v
+    if not math.isfinite(current):
+        return current
+    if not math.isfinite(v):
+        return v
+    return v if abs(v) > abs(current) else current
+
+
+def _per_bin(max_cols: int) -> int:
+    """Points read per series for a binned row: several per column, so a one-step spike is rarely sampled away
+    (TensorBoard itself keeps 1000 points per series unless started with --samples_per_plugin scalars=0)."""
+    return min(MAX_POINTS, max(1000, 4 * max_cols))
+
+
+def _binned(rows: List[List[tuple]], max_cols: int, max_step: int = 0):
+    """Bin each row's (step, value) points into shared step columns."""
+    steps = [s for pts in rows for s, _ in pts]
+    if not steps:
+        return [], [[] for _ in rows]
+    lo, hi = min(steps), max(max(steps), max_step)
+    span = hi - lo + 1
+    n = min(max_cols, span)
+    cols = [[lo + (i * span) // n, lo + ((i + 1) * span) // n - 1] for i in range(n)]
+    grid: List[List[Optional[float]]] = []
+    for pts in rows:
+        cells: List[Optional[float]] = [None] * n
+        for s, v in pts:
+            c = min((s - lo) * n // span, n - 1)
+            cells[c] = _extreme(cells[c], v)
+        grid.append([None if v is None else value_json(v) for v in cells])
+    return cols, grid
+
+
+def _max_step(job: Job, ranks: Sequence[int], tags: Sequence[str]) -> int:
+    best = 0
+    for r in ranks:
+        for t in tags:
+            ts = job.tags.get(r, {}).get(t)
+            best = max(best, int(getattr(ts, "max_step", 0) or 0))
+    return best
+
+
+def _focus(names: List[str], focus: Optional[str], offset: int, limit: int) -> int:
+    if focus and focus in names:
+        return (names.index(focus) // limit) * limit
+    return offset
+
+
+def _modules(job: Job, ranks: Sequence[int], metric: str, op: str, needles: Sequence[str]) -> List[str]:
+    names = set()
+    for r in ranks:
+        for tag in job.tags.get(r, {}):
+            p = parse_tag(tag)
+            if p and p.metric == metric and p.op == op and _matches(p.name, needles):
+                names.add(p.name)
+    return sorted(names, key=_natural)
+
+
+def heatmap(provider, ctx, eid, *, job: str, metric: str, op: str, mode: str, rank: Optional[int] = None,
+            module: Optional[str] = None, step: Optional[int] = None, filter: Optional[str] = None,
+            offset: int = 0, limit: int = 200, max_cols: int = 400, focus: Optional[str] = None) -> dict:
+    """One heatmap page. ``focus`` (a row name) moves the page to the one holding that row (anomaly jumps)."""
+    if mode not in MODES:
+        raise QueryError(400, f"parameter 'mode' must be one of {', '.join(MODES)}")
+    metric, op = _check_metric(metric, op)
+    if not 1 <= limit <= MAX_ROWS or offset < 0 or not 1 <= max_cols <= MAX_COLS:
+        raise QueryError(400, f"need 0 <= offset, 1 <= limit <= {MAX_ROWS}, 1 <= max_cols <= {MAX_COLS}")
+    j = _job(provider, ctx, eid, job)
+    out = {"job": j.name, "metric": metric, "op": op, "mode": mode}
+    needles = _needles(filter)
+    if mode == "step_module":
+        r = _rank(j, rank)
+        names = _modules(j, [r], metric, op, needles)
+        offset = _focus(names, focus, offset, limit)
+        page = names[offset:offset + limit]
+        tags = [f"{n}/{metric}_{op}" for n in page]
+        data = _read(provider, ctx, eid, [j.runs[r]], tags, _per_bin(max_cols)).get(j.runs[r], {})
+        rows = [[(d.step, d.value) for d in data.get(t, [])] for t in tags]
+        cols, grid = _binned(rows, max_cols, _max_step(j, [r], tags))
+        out.update(rank=r, rows=page, total_rows=len(names), offset=offset, cols=cols, values=grid)
+    elif mode == "step_rank":
+        if not module:
+            raise QueryError(400, "mode step_rank needs parameter 'module'")
+        tag = f"{module}/{metric}_{op}"
+        ranks = [r for r in sorted(j.runs) if tag in j.tags[r]]
+        if not ranks:
+            raise QueryError(404, f"no rank of job {j.name!r} has {tag!r}")
+        data = _read(provider, ctx, eid, [j.runs[r] for r in ranks], [tag], _per_bin(max_cols))
+        rows = [[(d.step, d.value) for d in data.get(j.runs[r], {}).get(tag, [])] for r in ranks]
+        cols, grid = _binned(rows, max_cols, _max_step(j, ranks, [tag]))
+        out.update(module=module, rows=[f"rank{r}" for r in ranks], ranks=ranks, total_rows=len(ranks), offset=0,
+                   cols=cols, values=grid)
+    else:
+        ranks = sorted(j.runs)
+        names = _modules(j, ranks, metric, op, needles)
+        offset = _focus(names, focus, offset, limit)
+        page = names[offset:offset + limit]
+        tags = [f"{n}/{metric}_{op}" for n in page]
+        data = _read(provider, ctx, eid, [j.runs[r] for r in ranks], tags, MAX_POINTS)
+        if step is None:
+            step = max((d.step for per in data.values() for pts in per.values() for d in pts), default=0)
+        grid = []
+        for t in tags:
+            row = []
+            for r in ranks:
+                best = None
+                for d in data.get(j.runs[r], {}).get(t, []):
+                    if d.step <= step and (best is None or d.step > best.step):
+                        best = d
+                row.append(None if best is None else value_json(best.value))
+            grid.append(row)
+        out.update(step=step, rows=page, total_rows=len(names), offset=offset, cols=[f"rank{r}" for r in ranks],
+                   ranks=ranks, values=grid)
+    return out
+
+
+def series(provider, ctx, eid, *, job: str, specs: List[Tuple[int, str, str, str]], points: int = 1000) -> dict:
+    """Line-chart data: each spec is (rank, module, metric, op)."""
+    if not specs:
+        raise QueryError(400, "give at least one series as s=<rank>|<module>|<metric>|<op>")
+    if len(specs) > MAX_SERIES:
+        raise QueryError(400, f"at most {MAX_SERIES} series per request")
+    if not 1 <= points <= MAX_POINTS:
+        raise QueryError(400, f"parameter 'points' must be within 1..{MAX_POINTS}")
+    j = _job(provider, ctx, eid, job)
+    out = []
+    for rank, module, metric, op in specs:
+        _check_metric(metric, op)
+        r = _rank(j, rank)
+        tag = f"{module}/{metric}_{op}"
+        if tag not in j.tags[r]:
+            raise QueryError(404, f"rank {r} of job {j.name!r} has no series {tag!r}")
+        data = _read(provider, ctx, eid, [j.runs[r]], [tag], points).get(j.runs[r], {}).get(tag, [])
+        out.append({"rank": r, "module": module, "metric": metric, "op": op, "tag": tag, "run": j.runs[r],
+                    "points": [[d.step, value_json(d.value)] for d in data]})
+    return {"job": j.name, "series": out}
+
+
+def anomalies(provider, ctx, eid, *, job: str, rank: Optional[int] = None, offset: int = 0,
+              limit: int = 500) -> dict:
+    """Anomaly events of a job (tags ``anomaly/<rule>/<tag>``), earliest step first."""
+    if not 1 <= limit <= MAX_POINTS or offset < 0:
+        raise QueryError(400, f"need 0 <= offset and 1 <= limit <= {MAX_POINTS}")
+    j = _job(provider, ctx, eid, job)
+    ranks = [_rank(j, rank)] if rank is not None else sorted(j.runs)
+    items = []
+    for r in ranks:
+        tags = [t for t in j.tags[r] if parse_anomaly_tag(t)]
+        data = _read(provider, ctx, eid, [j.runs[r]], tags, MAX_POINTS).get(j.runs[r], {})
+        for t, pts in data.items():
+            rule, monitored = parse_anomaly_tag(t)
+            p = parse_tag(monitored)
+            for d in pts:
+                items.append({"rank": r, "step": d.step, "rule": rule, "tag": monitored, "module": p.name,
+                              "metric": p.metric, "op": p.op, "value": value_json(d.value)})
+    items.sort(key=lambda a: (a["step"], a["rank"], _natural(a["tag"])))
+    return {"job": j.name, "total": len(items), "offset": offset, "items": items[offset:offset + limit]}

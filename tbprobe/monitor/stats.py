@@ -1,0 +1,93 @@
+"""Statistics of a tensor, computed on its device, and the per-step batch that is read back once.
+
+Nothing here synchronises with the device: each tensor's statistics become a small float32 vector on the same
+device, queued in a :class:`StatBatch`; at the end of the step the vectors are stacked per device and copied to
+the host in one transfer.
+"""
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+import torch
+
+__all__ = ["tensor_stats", "foreach_norms", "StatBatch"]
+
+
+@torch.no_grad()
+def tensor_stats(x: torch.Tensor, ops: Sequence[str], eps: float) -> torch.Tensor:
+    """float32 vector of ``ops`` (canonical order) for ``x``; NaN for an empty tensor. No host sync."""
+    x = x.detach()
+    if x.numel() == 0:
+        return torch.full((len(ops),), float("nan"), device=x.device)
+    if x.is_complex():
+        x = x.abs()
+    if len(ops) == 1 and ops[0] == "norm":  # the default config: one kernel, no stack
+        return torch.linalg.vector_norm(x, dtype=torch.float32).reshape(1)
+    out: List[torch.Tensor] = []
+    lo = hi = None
+    if "min" in ops or "max" in ops:
+        lo, hi = torch.aminmax(x)
+    for op in ops:
+        if op == "min":
+            out.append(lo.float())
+        elif op == "max":
+            out.append(hi.float())
+        elif op == "mean":
+            out.append(torch.mean(x, dtype=torch.float32))
+        elif op == "norm":
+            out.append(torch.linalg.vector_norm(x, dtype=torch.float32))
+        elif op == "zeros":
+            out.append(torch.count_nonzero(x.abs() < eps).float() / x.numel())
+        elif op == "nans":
+            out.append(torch.count_nonzero(torch.isnan(x)).float())
+    return torch.stack(out)
+
+
+@torch.no_grad()
+def foreach_norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
+    """L2 norms of many tensors with the fused multi-tensor kernel where torch has one (float32, length-1 each)."""
+    groups: Dict[Tuple[torch.device, torch.dtype], List[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    result: List[torch.Tensor] = [None] * len(tensors)  # type: ignore[list-item]
+    for (_, _dtype), idx in groups.items():
+        chunk = [tensors[i].detach() for i in idx]
+        try:
+            norms = torch._foreach_norm(chunk, 2, dtype=torch.float32)  # one launch for the whole group
+        except (RuntimeError, TypeError, AttributeError):
+            norms = [torch.linalg.vector_norm(t, dtype=torch.float32) for t in chunk]
+        for i, n in zip(idx, norms):
+            result[i] = n.reshape(1) if tensors[i].numel() else torch.full((1,), float("nan"), device=n.device)
+    return result
+
+
+class StatBatch:
+    """The statistics gathered during one step: names (``<name>/<metric>``) and their device vectors."""
+
+    def __init__(self) -> None:
+        self.keys: List[str] = []
+        self.values: List[torch.Tensor] = []
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def add(self, key: str, vector: torch.Tensor) -> None:
+        # list.append is atomic under the GIL: backward hooks may run on autograd's device threads.
+        self.keys.append(key)
+        self.values.append(vector)
+
+    def read_back(self, width: int) -> np.ndarray:
+        """All vectors as one float64 ``[n, width]`` host array: one stack and one copy per device."""
+        keys, values = self.keys, self.values
+        out = np.full((len(keys), width), np.nan, dtype=np.float64)
+        by_device: Dict[torch.device, List[int]] = {}
+        for i, v in enumerate(values):
+            by_device.setdefault(v.device, []).append(i)
+        for _, idx in by_device.items():
+            stacked = torch.stack([values[i].to(torch.float32) for i in idx])
+            host = stacked.cpu().numpy()  # the step's only device->host transfer for this device
+            out[idx, :] = host
+        return out
+
+    def clear(self) -> None:
+        self.keys = []
+        self.values = []

@@ -1,0 +1,159 @@
+"""The monitor's output for one rank, written by a background thread: TensorBoard event files (through
+TensorBoard's own ``EventFileWriter``), the anomaly list (``anomalies.json``) and the tensor shapes
+(``monitor_meta.json``), all in ``<output>/rank<R>``.
+
+The training thread only hands over a host array per step; protobuf building, anomaly scanning and file writes
+happen here. A failure is logged and counted, never raised: the training run matters more than its monitor.
+"""
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tbprobe.monitor.anomaly import AnomalyDetector
+from tbprobe.monitor.config import AlertRule
+from tbprobe.monitor.tags import anomaly_tag
+
+__all__ = ["MonitorWriter", "ANOMALY_FILE", "META_FILE", "NORM_ONLY_METRICS"]
+
+_log = logging.getLogger("tbprobe.monitor")
+
+ANOMALY_FILE = "anomalies.json"
+META_FILE = "monitor_meta.json"
+MAX_ANOMALIES = 100_000  # kept in the JSON list; past that only the count grows
+NORM_ONLY_METRICS = ("update_ratio",)  # metrics whose only meaningful statistic is the norm column
+_STOP = object()
+
+
+def _atomic_json(path: str, data) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, allow_nan=False)
+    os.replace(tmp, path)  # readers never see a half-written file
+
+
+class MonitorWriter:
+    def __init__(
+        self,
+        run_dir: str,
+        ops: Sequence[str],
+        rules: Sequence[AlertRule],
+        rank: int,
+        info: Optional[dict] = None,
+        queue_size: int = 64,
+    ):
+        self.run_dir = run_dir
+        self.ops = list(ops)
+        self.rank = rank
+        self.errors = 0
+        self.anomaly_count = 0
+        self._anomalies: List[dict] = []
+        self._meta: Dict[str, list] = {}
+        self._info = dict(info or {})
+        self._detector = AnomalyDetector(rules, ops, rank)
+        self._queue: "queue.Queue" = queue.Queue(maxsize=queue_size)
+        self._closed = False
+        os.makedirs(run_dir, exist_ok=True)
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._events = EventFileWriter(run_dir, max_queue_size=256, flush_secs=5)
+        _atomic_json(os.path.join(run_dir, ANOMALY_FILE), [])
+        self._write_meta()
+        self._thread = threading.Thread(target=self._loop, name=f"tbprobe-monitor-writer-rank{rank}", daemon=True)
+        self._thread.start()
+
+    # -- training thread -------------------------------------------------------------------------------------
+    def submit(self, step: int, keys: List[str], values: np.ndarray, shapes: Optional[Dict[str, list]] = None):
+        """Queue one step (blocks only when the writer is 64 steps behind: back-pressure beats unbounded memory)."""
+        if self._closed:
+            return
+        self._queue.put((step, keys, values, shapes or {}))
+
+    def flush(self) -> None:
+        """Wait until everything submitted so far is on disk."""
+        if self._closed:
+            return
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout=60)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._queue.put(_STOP)
+        self._thread.join(timeout=60)
+        self._closed = True
+        try:
+            self._events.close()
+        except Exception as exc:  # noqa: BLE001 - closing must not raise into user code
+            _log.warning("tbprobe monitor: closing the event file failed: %s", exc)
+
+    # -- writer thread ---------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                self._safe(self._events.flush)
+                return
+            if isinstance(item, threading.Event):
+                self._safe(self._events.flush)
+                item.set()
+                continue
+            self._safe(self._write_step, *item)
+
+    def _safe(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # noqa: BLE001 - the monitor never takes the run down
+            self.errors += 1
+            if self.errors <= 5:
+                _log.warning("tbprobe monitor: writing failed (%s: %s)", type(exc).__name__, exc)
+
+    def _write_step(self, step: int, keys: List[str], values: np.ndarray, shapes: Dict[str, list]) -> None:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+
+        summary = summary_pb2.Summary()
+        add = summary.value.add
+        for key, row in zip(keys, values.tolist()):
+            norm_only = key.rsplit("/", 1)[-1] in NORM_ONLY_METRICS
+            for op, v in zip(self.ops, row):
+                if norm_only and op != "norm":
+                    continue
+                add(tag=f"{key}_{op}", simple_value=v)  # NaN and inf are valid float32 protobuf values
+        anomalies = self._detector.scan(step, keys, self._scannable(keys, values))
+        for a in anomalies:
+            add(tag=anomaly_tag(a.rule, a.tag), simple_value=a.value)
+        now = time.time()
+        self._events.add_event(event_pb2.Event(wall_time=now, step=step, summary=summary))
+        if anomalies:
+            self.anomaly_count += len(anomalies)
+            room = MAX_ANOMALIES - len(self._anomalies)
+            for a in anomalies[: max(room, 0)]:
+                self._anomalies.append(a.to_json())
+            _atomic_json(os.path.join(self.run_dir, ANOMALY_FILE), self._anomalies)
+            if self.anomaly_count == len(anomalies):
+                _log.warning("tbprobe monitor: %s", anomalies[0].message())
+        new = {k: v for k, v in shapes.items() if k not in self._meta}
+        if new:
+            self._meta.update(new)
+            self._write_meta()
+
+    def _scannable(self, keys: List[str], values: np.ndarray) -> np.ndarray:
+        """The values to scan: columns a norm-only metric leaves empty (NaN) are not anomalies."""
+        rows = [i for i, k in enumerate(keys) if k.rsplit("/", 1)[-1] in NORM_ONLY_METRICS]
+        if not rows:
+            return values
+        values = values.copy()
+        cols = [j for j, op in enumerate(self.ops) if op != "norm"]
+        values[np.ix_(rows, cols)] = 0.0
+        return values
+
+    def _write_meta(self) -> None:
+        data = dict(self._info)
+        data.update({"rank": self.rank, "ops": self.ops, "shapes": self._meta})
+        _atomic_json(os.path.join(self.run_dir, META_FILE), data)

@@ -1,0 +1,345 @@
+"""The data layer behind the routes: each method answers one API call from plain arguments.
+
+Stateless per request: everything is named by (run, file, step, rank, side, micro_step); the only state is the
+read-only caches of graph_files.py and the side files the user asked to write.
+"""
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from tbprobe.tb_plugin import catalog
+from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.compare_table import BASE_COLUMNS, build_rows, sort_key_number, to_csv
+from tbprobe.tb_plugin.graph_files import GraphFiles
+from tbprobe.tb_plugin.graph_index import (
+    OVERFLOW_LEVELS,
+    PRECISION_CLASSES,
+    GraphIndex,
+    precision_class,
+    precision_classes,
+)
+from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, row_metrics
+from tbprobe.tb_plugin.manual_match import Overlay
+from tbprobe.tb_plugin.node_detail import detail, split_params
+from tbprobe.tb_plugin.side_files import SideFiles, matches_name
+
+__all__ = ["GraphData", "PRECISION_CLASSES"]
+
+_PAGE_PARSE_LIMIT = 500
+
+
+class GraphData:
+    def __init__(self, logdir: str):
+        self.logdir = logdir
+        self.files = GraphFiles()
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+    def open(self, run: str, file: str):
+        path = catalog.resolve_file(self.logdir, run, file)
+        return path, self.files.get(path)
+
+    def side_files(self, run: str, file: str) -> SideFiles:
+        path = catalog.resolve_file(self.logdir, run, file)
+        return SideFiles(os.path.dirname(path), file)
+
+    def _check_graph(self, gf, step: int, rank: int, side: str) -> None:
+        meta = gf.meta()
+        if side not in meta["sides"]:
+            raise ApiError(404, f"this file has no {side} graph")
+        if step not in meta["steps"] or rank not in meta["ranks"]:
+            raise ApiError(404, f"no graph for step {step}, rank {rank} in this file")
+
+    def graph(self, run, file, step, rank, side):
+        _, gf = self.open(run, file)
+        self._check_graph(gf, step, rank, side)
+        return gf, gf.index(step, rank, side)
+
+    def overlay(self, run, file, gf, step, rank) -> Optional[Overlay]:
+        if gf.meta()["graph_type"] != "compare":
+            return None
+        sf = self.side_files(run, file)
+        matches, unmatched = sf.matches(step, rank), sf.unmatched(step, rank)
+        if not matches and not unmatched:
+            return None
+        return Overlay(gf, step, rank, matches, unmatched, gf.meta()["task"])
+
+    def _overlay_fields(self, run, file, gf, step, rank, side) -> Dict[str, dict]:
+        ov = self.overlay(run, file, gf, step, rank)
+        return ov.for_side(side) if ov else {}
+
+    # --- routes ----------------------------------------------------------------------------------------------
+    def runs(self) -> dict:
+        out = []
+        for run, entries in catalog.scan(self.logdir).items():
+            files = []
+            for e in entries:
+                item = {"file": e.file, "format": e.format, "size": e.size, "mtime": e.mtime, "graph_type": None}
+                try:
+                    item["graph_type"] = self.files.get(os.path.join(os.path.realpath(self.logdir), run, e.file)
+                                                        if run != "." else
+                                                        os.path.join(os.path.realpath(self.logdir), e.file)
+                                                        ).meta()["graph_type"]
+                except (ApiError, OSError) as exc:
+                    item["error"] = getattr(exc, "message", str(exc))
+                files.append(item)
+            out.append({"run": run, "files": files})
+        return {"runs": out}
+
+    def meta(self, run, file) -> dict:
+        _, gf = self.open(run, file)
+        meta = gf.meta()
+        if meta["steps"] and meta["ranks"]:
+            gf.prefetch(meta["steps"][0], meta["ranks"][0], meta["sides"])
+        legend = self.side_files(run, file).legend()
+        if legend:
+            meta["node_colors"] = legend
+            meta["legend_edited"] = True
+        return meta
+
+    def root(self, run, file, step, rank, side) -> dict:
+        gf, idx = self.graph(run, file, step, rank, side)
+        return idx.summary(idx.root, self._overlay_fields(run, file, gf, step, rank, side))
+
+    def children(self, run, file, step, rank, side, node, micro_step, offset, limit) -> dict:
+        gf, idx = self.graph(run, file, step, rank, side)
+        i = idx.find(node)
+        kids = idx.children(i, micro_step)
+        over = self._overlay_fields(run, file, gf, step, rank, side)
+        page = kids[offset: offset + limit]
+        return {"node": node, "total": len(kids), "offset": offset,
+                "children": [idx.summary(c, over) for c in page]}
+
+    def node(self, run, file, step, rank, side, node) -> dict:
+        gf, idx = self.graph(run, file, step, rank, side)
+        i = idx.find(node)
+        row = gf.node(step, rank, side, node)
+        summary = idx.summary(i, self._overlay_fields(run, file, gf, step, rank, side))
+        out = detail(row, idx.path(i), summary["precision"], summary["overflow"],
+                     (summary["subtree_precision"], summary["subtree_overflow"]), None)
+        ov = self.overlay(run, file, gf, step, rank)
+        if ov is not None:
+            out["counterpart"] = ov.counterpart(side, node, out["counterpart"])
+        out["matched"] = summary["matched"]
+        out["order"] = i
+        other = "Bench" if side == "NPU" else "NPU"
+        if out["counterpart"] and other in gf.meta()["sides"]:
+            try:
+                peer = gf.node(step, rank, other, out["counterpart"])
+                out["counterpart_data"] = split_params(out["counterpart"], peer.get("input_data") or {},
+                                                       peer.get("output_data") or {})
+            except ApiError:
+                out["counterpart_data"] = None
+        return out
+
+    def search(self, run, file, step, rank, side, q, regex, offset, limit) -> dict:
+        gf, idx = self.graph(run, file, step, rank, side)
+        if q == "":
+            return {"total": 0, "offset": offset, "items": []}
+        total, hits = idx.search.find(q, regex, want=offset + limit)
+        over = self._overlay_fields(run, file, gf, step, rank, side)
+        items = [_short(idx, i, over) for i in hits[offset: offset + limit]]
+        return {"total": total, "offset": offset, "items": items}
+
+    def filter(self, run, file, step, rank, side, precision: List[str], overflow: List[str], sort: str,
+               desc: bool, offset: int, limit: int, metric: str = "") -> dict:
+        gf, idx = self.graph(run, file, step, rank, side)
+        over = self._overlay_fields(run, file, gf, step, rank, side)
+        bounds = _legend_bounds(self.meta(run, file).get("node_colors") or {})
+        mask = np.ones(len(idx), dtype=bool)
+        if precision:
+            prec = idx.precision.copy()
+            for name, fields in over.items():
+                i = idx.by_name.get(name)
+                if i is not None and "precision" in fields:
+                    prec[i] = np.nan if fields["precision"] is None else fields["precision"]
+            mask &= np.isin(precision_classes(prec, bounds), [PRECISION_CLASSES.index(p) for p in precision])
+        if overflow:
+            mask &= np.isin(idx.overflow, [OVERFLOW_LEVELS.index(o) for o in overflow])
+        hits = np.flatnonzero(mask)
+        if sort == "precision":
+            vals = idx.precision
+            hits = _sorted_missing_last(hits.tolist(), lambda i: None if vals[i] != vals[i] else float(vals[i]), desc)
+        elif sort == "name":
+            hits = sorted(hits.tolist(), key=lambda i: idx.names[i], reverse=desc)
+        elif sort not in ("", "order"):
+            if sort not in METRIC_FIELDS:
+                raise ApiError(400, f"unknown sort {sort!r}: use order, precision, name or one of {', '.join(METRIC_FIELDS)}")
+            table = self._metrics(gf, step, rank, side, (sort,))
+            hits = _sorted_missing_last(hits.tolist(), lambda i: table.get(idx.names[i], {}).get(sort), desc)
+        else:
+            hits = hits[::-1] if desc else hits
+        hits = list(hits)
+        page = hits[offset: offset + limit]
+        if metric and metric not in METRIC_FIELDS:
+            raise ApiError(400, f"unknown metric {metric!r}: use one of {', '.join(METRIC_FIELDS)}")
+        if metric or len(page) > _PAGE_PARSE_LIMIT:
+            table = self._metrics(gf, step, rank, side, (metric,) if metric else METRIC_FIELDS)
+        else:  # a small page: read its rows directly rather than computing every metric of the whole graph
+            table = {}
+            for i in page:
+                row = gf.node(step, rank, side, idx.names[i])
+                table[idx.names[i]] = row_metrics(row.get("input_data"), row.get("output_data"))
+        items = []
+        for i in page:
+            item = _short(idx, i, over)
+            item["metrics"] = table.get(idx.names[i], {})
+            items.append(item)
+        return {"total": len(hits), "offset": offset, "items": items}
+
+    def _metrics(self, gf, step, rank, side, fields) -> Dict[str, Dict[str, float]]:
+        """Metric values of every node for ``fields``, computed once per (graph, metric) and cached."""
+        with gf.derived_lock:
+            cached = {f: gf.derived.get(("metric", step, rank, side, f)) for f in fields}
+        missing = tuple(f for f, v in cached.items() if v is None)
+        if missing:
+            table = gf.metric_table(step, rank, side, missing)
+            with gf.derived_lock:
+                for f in missing:
+                    cached[f] = {name: m[f] for name, m in table.items() if f in m}
+                    gf.derived[("metric", step, rank, side, f)] = cached[f]
+        out: Dict[str, Dict[str, float]] = {}
+        for f, values in cached.items():
+            for name, value in values.items():
+                out.setdefault(name, {})[f] = value
+        return out
+
+    def compare_table(self, run, file, step, rank, precision, q, sort, desc, offset, limit) -> dict:
+        gf, idx = self.graph(run, file, step, rank, "NPU")
+        key = ("table", step, rank)
+        with gf.derived_lock:
+            table = gf.derived.get(key)
+        if table is None:
+            def prec_of(name):
+                i = idx.by_name.get(name)
+                v = float(idx.precision[i]) if i is not None else float("nan")
+                return None if v != v else v
+            table = build_rows(gf.data_rows(step, rank, "NPU"), prec_of)
+            with gf.derived_lock:
+                gf.derived[key] = table
+        bounds = _legend_bounds(self.meta(run, file).get("node_colors") or {})
+        rows = table.rows
+        if precision:
+            want = set(precision)
+            rows = [r for r in rows if precision_class(float("nan") if r["precision"] is None else r["precision"],
+                                                       bounds) in want]
+        if q:
+            ql = q.lower()
+            rows = [r for r in rows if ql in r["node"].lower()]
+        if sort and sort != "order":
+            if sort not in table.columns:
+                raise ApiError(400, f"unknown sort column {sort!r}")
+            if sort in ("node", "io", "key"):
+                rows = sorted(rows, key=lambda r: str(r.get(sort) or ""), reverse=desc)
+            else:
+                rows = _sorted_missing_last(rows, lambda r: sort_key_number(r.get(sort)), desc)
+        elif desc:
+            rows = list(reversed(rows))
+        return {"columns": table.columns, "total": len(rows), "offset": offset,
+                "rows": rows[offset: offset + limit] if limit else rows}
+
+    def compare_csv(self, *args) -> str:
+        result = self.compare_table(*args)
+        return to_csv(result["rows"], result["columns"] or BASE_COLUMNS)
+
+    def findings(self, run, file, step, rank) -> dict:
+        gf, idx = self.graph(run, file, step, rank, "NPU")
+        stored = gf.stored_findings(step, rank)
+        if stored is not None:
+            return {"source": "stored",
+                    "first_divergence": _stored_finding(idx, stored.get("first_divergence")),
+                    "first_overflow": _stored_finding(idx, stored.get("first_overflow"))}
+        return {"source": "computed", "first_divergence": _first_divergence(idx),
+                "first_overflow": _first_overflow(idx)}
+
+    def overflow(self, run, file, step, rank, side="NPU") -> dict:
+        gf, idx = self.graph(run, file, step, rank, side)
+        found = np.flatnonzero(idx.overflow > 0)
+        found = found[np.argsort(idx.exec_order[found], kind="stable")].tolist()
+        items = [{"name": idx.names[i], "type": int(idx.types[i]), "overflow": OVERFLOW_LEVELS[idx.overflow[i]],
+                  "order": i, "exec_order": int(idx.exec_order[i]), "first": k == 0} for k, i in enumerate(found)]
+        return {"total": len(items), "items": items}
+
+    def matches(self, run, file, step, rank) -> dict:
+        sf = self.side_files(run, file)
+        return {"file": matches_name(file, step, rank), "matches": sf.matches(step, rank),
+                "unmatched": sf.unmatched(step, rank)}
+
+
+def _short(idx: GraphIndex, i: int, over: Dict[str, dict]) -> dict:
+    s = idx.summary(i, over)
+    return {"name": s["name"], "type": s["type"], "precision": s["precision"], "overflow": s["overflow"],
+            "matched": s["matched"], "order": i, "path": idx.path(i)}
+
+
+def _sorted_missing_last(items: list, key, desc: bool) -> list:
+    """Sorted by ``key`` (ascending, or descending with ``desc``); items whose key is None stay last either way."""
+    keyed = [(key(x), x) for x in items]
+    present = [kx for kx in keyed if kx[0] is not None]
+    present.sort(key=lambda kx: kx[0], reverse=desc)
+    return [x for _, x in present] + [x for k, x in keyed if k is None]
+
+
+def _legend_bounds(colors: dict):
+    """Upper bounds of pass / warning / error from the legend's ``value`` ranges (default when unreadable)."""
+    uppers = {}
+    for spec in colors.values():
+        if not isinstance(spec, dict):
+            continue
+        level = str(spec.get("accuracy_level") or "").lower()
+        value = spec.get("value")
+        if level in ("pass", "warning", "error") and isinstance(value, list) and len(value) == 2:
+            try:
+                uppers[level] = float(value[1])
+            except (TypeError, ValueError):
+                continue
+    if set(uppers) != {"pass", "warning", "error"}:
+        return ((0.3, "pass"), (0.6, "warning"), (float("inf"), "error"))
+    return ((uppers["pass"], "pass"), (uppers["warning"], "warning"), (float("inf"), "error"))
+
+
+def _stored_finding(idx: GraphIndex, found: Optional[dict]) -> Optional[dict]:
+    """A finding from tbprobe's table in the same shape as a computed one (plus the stored ``detail``)."""
+    if not found or found.get("name") not in idx.by_name:
+        return None
+    i = idx.by_name[found["name"]]
+    prec = float(idx.precision[i])
+    level = PRECISION_CLASSES[precision_classes(idx.precision[i: i + 1])[0]]
+    return {"name": idx.names[i], "order": i, "exec_order": found.get("exec_order"),
+            "precision": None if prec != prec else prec, "level": level,
+            "overflow": OVERFLOW_LEVELS[idx.overflow[i]] or None, "path": idx.path(i), "detail": found.get("detail")}
+
+
+def _leaves(idx: GraphIndex) -> np.ndarray:
+    return np.diff(idx.child_start) == 0
+
+
+def _earliest(idx: GraphIndex, mask: np.ndarray) -> Optional[int]:
+    found = np.flatnonzero(mask)
+    if not len(found):
+        return None
+    return int(found[np.argmin(idx.exec_order[found])])
+
+
+def _first_divergence(idx: GraphIndex) -> Optional[dict]:
+    """The earliest node in execution order whose own result is an error (leaves first), else a warning."""
+    classes = precision_classes(idx.precision)
+    leaves = _leaves(idx)
+    for level in ("error", "warning"):
+        is_level = classes == PRECISION_CLASSES.index(level)
+        best = _earliest(idx, is_level & leaves)
+        best = best if best is not None else _earliest(idx, is_level)
+        if best is not None:
+            return {"name": idx.names[best], "order": best, "exec_order": int(idx.exec_order[best]),
+                    "precision": float(idx.precision[best]), "level": level, "path": idx.path(best)}
+    return None
+
+
+def _first_overflow(idx: GraphIndex) -> Optional[dict]:
+    has = idx.overflow > 0
+    best = _earliest(idx, has & _leaves(idx))
+    best = best if best is not None else _earliest(idx, has)
+    if best is None:
+        return None
+    return {"name": idx.names[best], "order": best, "exec_order": int(idx.exec_order[best]),
+            "overflow": OVERFLOW_LEVELS[idx.overflow[best]], "path": idx.path(best)}

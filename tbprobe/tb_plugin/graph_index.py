@@ -1,0 +1,197 @@
+"""One graph (a step x rank x side of a file) held compactly in memory: names, tree, colours, roll-ups.
+
+Built once per graph from a single scan of its rows and cached by the store (keyed by the file's identity), it
+answers children, paths, filters and search without touching SQLite again. Nodes are numbered by ``node_order``
+(post-order, siblings in execution order), so a node's children are listed in execution order.
+"""
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.search_index import NameSearch
+
+__all__ = ["OVERFLOW_LEVELS", "PRECISION_CLASSES", "NodeRow", "GraphIndex", "precision_class", "precision_classes"]
+
+OVERFLOW_LEVELS = ("", "medium", "high", "critical")
+_OVERFLOW_CODE = {name: code for code, name in enumerate(OVERFLOW_LEVELS)}
+_NAN = float("nan")
+
+# (name, node_type, up_node, precision_index, overflow_level, micro_step_id, matched, exec_order)
+NodeRow = Tuple[str, object, Optional[str], Optional[float], Optional[str], Optional[int], bool, Optional[int]]
+
+# The reference's default legend: [0, 0.3) pass, [0.3, 0.6) warning, [0.6, 1] error, no value = unmatched.
+_DEFAULT_BOUNDS = ((0.3, "pass"), (0.6, "warning"), (math.inf, "error"))
+
+
+def precision_class(value: float, bounds: Sequence[Tuple[float, str]] = _DEFAULT_BOUNDS) -> str:
+    if value != value:  # NaN: no precision (unmatched or no data)
+        return "unmatched"
+    for upper, name in bounds:
+        if value < upper:
+            return name
+    return bounds[-1][1]
+
+
+PRECISION_CLASSES = ("pass", "warning", "error", "unmatched")
+
+
+def precision_classes(values: np.ndarray, bounds: Sequence[Tuple[float, str]] = _DEFAULT_BOUNDS) -> np.ndarray:
+    """Vectorised :func:`precision_class`: codes into PRECISION_CLASSES (pass 0, warning 1, error 2, unmatched 3)."""
+    out = np.full(len(values), PRECISION_CLASSES.index(bounds[-1][1]), dtype=np.int8)
+    assigned = np.isnan(values)
+    out[assigned] = 3
+    for upper, name in bounds:
+        here = ~assigned & (values < upper)
+        out[here] = PRECISION_CLASSES.index(name)
+        assigned |= here
+    return out
+
+
+def _float(value: object) -> float:
+    if value is None or value == "":
+        return _NAN
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return _NAN
+
+
+def _int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0
+
+
+class GraphIndex:
+    """The tree of one graph. Index ``i`` is the i-th node by node_order; the root is ``self.root``."""
+
+    def __init__(self, rows: Sequence[NodeRow], compare: bool):
+        self.compare = compare
+        n = len(rows)
+        if n == 0:
+            raise ApiError(404, "this graph has no nodes")
+        # Column-wise bulk conversion: a Python loop per node and field would dominate the cost of a big graph.
+        names, ntypes, ups, precs, ovfs, micros, matched, execs = (list(col) for col in zip(*rows))
+        self.names: List[str] = [str(x) for x in names]
+        self.types = np.array([_int(t) for t in ntypes], dtype=np.int16)
+        self.precision = np.array([_NAN if p is None or p == "" else _float(p) for p in precs], dtype=np.float64)
+        self.overflow = np.array([_OVERFLOW_CODE.get(o or "", 0) for o in ovfs], dtype=np.int8)
+        self.micro = np.array([m if isinstance(m, int) else _int(m) for m in micros], dtype=np.int32)
+        self.matched = np.array([bool(m) for m in matched], dtype=bool)
+        self.exec_order = np.array([i if e is None else int(e) for i, e in enumerate(execs)], dtype=np.int64)
+        self.by_name: Dict[str, int] = {}
+        for i, name in enumerate(self.names):
+            self.by_name.setdefault(name, i)
+        get = self.by_name.get
+        parent = np.array([-1 if not up else get(up, -2) for up in ups], dtype=np.int64)
+        roots = np.flatnonzero(parent == -1)
+        # The root is the last parentless node in post-order (DefaultModel); other parentless nodes and orphans
+        # whose parent is missing hang under it, so no subtree vanishes.
+        self.root = int(roots[-1]) if len(roots) else n - 1
+        parent[(parent < 0) | (parent == np.arange(n))] = self.root
+        parent[self.root] = -1
+        self.parent = parent
+        self._build_children(n)
+        self._roll_up(n)
+        self.search = NameSearch(self.names)
+
+    def _build_children(self, n: int) -> None:
+        has_parent = self.parent >= 0
+        counts = np.bincount(self.parent[has_parent], minlength=n)
+        self.child_start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        # A stable sort by parent keeps siblings in node_order (execution order).
+        order = np.argsort(self.parent, kind="stable")
+        self.child_list = order[np.count_nonzero(~has_parent):]
+
+    def _roll_up(self, n: int) -> None:
+        """Worst precision and overflow of each subtree. In a well-formed file parents come after their children
+        (post-order) and one ascending pass suffices; otherwise walk from the leaves of a breadth-first order."""
+        parent = self.parent
+        if bool(np.all((parent > np.arange(n)) | (parent < 0))):
+            order = range(n)
+        else:
+            order = reversed(self._bfs_order())
+        sub_p = self.precision.tolist()
+        sub_o = self.overflow.tolist()
+        par = parent.tolist()
+        for i in order:
+            p = par[i]
+            if p < 0:
+                continue
+            v = sub_p[i]
+            if v == v and not (sub_p[p] >= v):
+                sub_p[p] = v
+            if sub_o[i] > sub_o[p]:
+                sub_o[p] = sub_o[i]
+        self.subtree_precision = np.array(sub_p, dtype=np.float64)
+        self.subtree_overflow = np.array(sub_o, dtype=np.int8)
+
+    def _bfs_order(self) -> List[int]:
+        order = [self.root]
+        seen = bytearray(len(self.names))
+        seen[self.root] = 1
+        k = 0
+        while k < len(order):  # nodes caught in a parent cycle (corrupt file) are never reached: roll-ups stay finite
+            i = order[k]
+            k += 1
+            for c in self.child_list[self.child_start[i]: self.child_start[i + 1]].tolist():
+                if not seen[c]:
+                    seen[c] = 1
+                    order.append(c)
+        return order
+
+    # --- queries -------------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def find(self, name: str) -> int:
+        i = self.by_name.get(name)
+        if i is None:
+            raise ApiError(404, f"no node named {name!r} in this graph")
+        return i
+
+    def children(self, i: int, micro_step: int = -1) -> List[int]:
+        kids = self.child_list[self.child_start[i]: self.child_start[i + 1]]
+        if micro_step >= 0:
+            kids = kids[self.micro[kids] == micro_step]
+        return kids.tolist()
+
+    def n_children(self, i: int) -> int:
+        return int(self.child_start[i + 1] - self.child_start[i])
+
+    def path(self, i: int) -> List[str]:
+        out = []
+        guard = 0
+        while i >= 0 and guard <= len(self.names):
+            out.append(self.names[i])
+            i = int(self.parent[i])
+            guard += 1
+        return out[::-1]
+
+    def summary(self, i: int, overlay: Optional[Dict[str, dict]] = None) -> dict:
+        prec = float(self.precision[i])
+        sp = float(self.subtree_precision[i])
+        out = {
+            "name": self.names[i],
+            "type": int(self.types[i]),
+            "n_children": self.n_children(i),
+            "precision": None if prec != prec else prec,
+            "overflow": OVERFLOW_LEVELS[self.overflow[i]] or None,
+            "subtree_precision": None if sp != sp else sp,
+            "subtree_overflow": OVERFLOW_LEVELS[self.subtree_overflow[i]] or None,
+            "matched": bool(self.matched[i]),
+            "micro_step": int(self.micro[i]),
+            "order": i,
+        }
+        if overlay and self.names[i] in overlay:
+            fields = overlay[self.names[i]]
+            out.update(fields)
+            # A manual match changes this node's own result; its subtree's worst includes it (ancestors keep the
+            # stored roll-up until the edits are applied to the database).
+            if fields.get("precision") is not None:
+                sp = out["subtree_precision"]
+                out["subtree_precision"] = fields["precision"] if sp is None else max(sp, fields["precision"])
+        return out

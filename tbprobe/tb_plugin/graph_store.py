@@ -1,0 +1,293 @@
+"""Read-only queries on one ``.vis.db`` (msprobe's or tbprobe's), safe to use from many threads at once.
+
+TensorBoard serves each request on its own thread. Connections live in a small pool (taken and given back per
+query) so threads never share one at the same time; the in-memory graph indexes are built once per graph under a
+lock and then only read. Objects of this class are cached by the file's identity (path, mtime, size), so an
+edited or replaced file is read afresh and an unchanged one is never re-read.
+"""
+import json
+import math
+import sqlite3
+import threading
+from contextlib import contextmanager
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from tbprobe.tb_plugin import index_cache
+from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.graph_index import GraphIndex
+from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
+
+__all__ = ["DbGraphFile", "loads_or", "row_metrics", "METRIC_FIELDS"]
+
+_POOL_IDLE = 4
+# The compare fields a node can be coloured or sorted by (statistics, tensor and md5 modes of the reference).
+METRIC_FIELDS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
+                 "MeanRelativeErr", "NormRelativeErr", "Cosine", "EucDist", "MaxAbsErr",
+                 "One Thousandth Err Ratio", "Five Thousandths Err Ratio")
+_SIDES = ("NPU", "Bench")
+
+
+def loads_or(text: Optional[str], default):
+    """JSON text from a database column; the default for NULL, '' or malformed text (never an exception)."""
+    if text is None or text == "":
+        return default
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return default
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _abs_number(text) -> Optional[float]:
+    if text is None:
+        return None
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        try:
+            value = float(str(text).strip().rstrip("%"))
+        except ValueError:
+            return None
+    return abs(value) if math.isfinite(value) else None
+
+
+def row_metrics(*sources) -> Dict[str, float]:
+    """The largest absolute value of each metric over the items of decoded input_data/output_data columns."""
+    out: Dict[str, float] = {}
+    for source in sources:
+        if not isinstance(source, dict):
+            continue
+        for item in source.values():
+            if not isinstance(item, dict):
+                continue
+            for key in METRIC_FIELDS:
+                value = _abs_number(item.get(key))
+                if value is not None and value > out.get(key, -1.0):
+                    out[key] = value
+    return out
+
+
+class DbGraphFile:
+    """One ``.vis.db`` file."""
+
+    def __init__(self, path: str, identity: tuple = ()):
+        self.path = path
+        self.identity = identity or file_identity(path)
+        # Results derived from the whole graph (compare table, metrics), filled by queries.py on first use.
+        self.derived: dict = {}
+        self.derived_lock = threading.Lock()
+        self._idle: List[sqlite3.Connection] = []
+        self._pool_lock = threading.Lock()
+        self._index_lock = threading.Lock()
+        self._building: Dict[tuple, threading.Lock] = {}
+        self._indexes: Dict[tuple, GraphIndex] = {}
+        with self._conn() as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"tb_nodes", "tb_config"} <= tables:
+            raise ApiError(400, f"{path.rsplit('/', 1)[-1]}: not a graph database (no tb_nodes/tb_config tables)")
+        self.tables = tables
+        self._meta = self._read_meta()
+
+    # --- connections -----------------------------------------------------------------------------------------
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        with self._pool_lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = open_readonly(self.path)
+        try:
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            conn = None
+            raise ApiError(400, f"{self.path.rsplit('/', 1)[-1]}: database read failed ({exc})") from None
+        finally:
+            if conn is not None:
+                with self._pool_lock:
+                    if len(self._idle) < _POOL_IDLE:
+                        self._idle.append(conn)
+                        conn = None
+                if conn is not None:
+                    conn.close()
+
+    def close(self) -> None:
+        with self._pool_lock:
+            for conn in self._idle:
+                conn.close()
+            self._idle.clear()
+
+    # --- file-level facts ------------------------------------------------------------------------------------
+    def _read_meta(self) -> dict:
+        with self._conn() as conn:
+            conn.row_factory = sqlite3.Row
+            try:
+                row = conn.execute("SELECT * FROM tb_config LIMIT 1").fetchone()
+            finally:
+                conn.row_factory = None
+            meta_rows: Dict[str, str] = {}
+            if "tbprobe_meta" in self.tables:
+                meta_rows = dict(conn.execute("SELECT key, value FROM tbprobe_meta").fetchall())
+            if row is None:
+                raise ApiError(400, f"{self.path.rsplit('/', 1)[-1]}: empty tb_config table")
+            cfg = dict(row)
+            steps = loads_or(cfg.get("step_list"), None)
+            ranks = loads_or(cfg.get("rank_list"), None)
+            if not isinstance(steps, list) or not steps:
+                steps = [r[0] for r in conn.execute("SELECT DISTINCT step FROM tb_nodes ORDER BY step")]
+            if not isinstance(ranks, list) or not ranks:
+                ranks = [r[0] for r in conn.execute("SELECT DISTINCT rank FROM tb_nodes ORDER BY rank")]
+        graph_type = cfg.get("graph_type") or "build"
+        schema_version = meta_rows.get("schema_version")
+        return {
+            "graph_type": graph_type,
+            "task": cfg.get("task") or "",
+            "steps": [int(s) for s in steps],
+            "ranks": [int(r) for r in ranks],
+            "micro_steps": int(cfg.get("micro_steps") or 1),
+            "overflow_check": bool(cfg.get("overflow_check")),
+            "sides": ["NPU", "Bench"] if graph_type == "compare" else ["NPU"],
+            "node_colors": _dict(loads_or(cfg.get("node_colors"), {})),  # build graphs store JSON null
+            "tool_tip": _dict(loads_or(cfg.get("tool_tip"), {})),
+            "writer": "tbprobe" if "tbprobe_meta" in self.tables else "msprobe",
+            "schema_version": int(schema_version) if schema_version and str(schema_version).isdigit() else None,
+        }
+
+    def meta(self) -> dict:
+        return dict(self._meta)
+
+    # --- one graph -------------------------------------------------------------------------------------------
+    def index(self, step: int, rank: int, side: str) -> GraphIndex:
+        """The in-memory index of one graph, built on first use (one builder per graph, others wait)."""
+        key = (step, rank, side)
+        with self._index_lock:
+            found = self._indexes.get(key)
+            if found is not None:
+                return found
+            lock = self._building.setdefault(key, threading.Lock())
+        with lock:
+            with self._index_lock:
+                found = self._indexes.get(key)
+            if found is None:
+                found = self._build_index(step, rank, side)
+                with self._index_lock:
+                    self._indexes[key] = found
+        return found
+
+    def _build_index(self, step: int, rank: int, side: str) -> GraphIndex:
+        cached = index_cache.load(self.identity, (step, rank, side))
+        if isinstance(cached, GraphIndex):
+            return cached
+        built = self._scan_index(step, rank, side)
+        index_cache.store(self.identity, (step, rank, side), built)
+        return built
+
+    def prefetch(self, step: int, rank: int, sides) -> None:
+        """Build the indexes of a graph in the background (the page asks for them right after the meta)."""
+        def run():
+            for side in sides:
+                try:
+                    self.index(step, rank, side)
+                except Exception:  # noqa: BLE001 - the request that needs it will report the problem
+                    return
+        threading.Thread(target=run, name="graph_ascend-prefetch", daemon=True).start()
+
+    def _scan_index(self, step: int, rank: int, side: str) -> GraphIndex:
+        ext = "tbprobe_node_ext" in self.tables
+        sql = (
+            "SELECT n.node_name, n.node_type, n.up_node, n.precision_index, n.overflow_level, n.micro_step_id,"
+            " (n.matched_node_link IS NOT NULL AND n.matched_node_link NOT IN ('', '[]')),"
+            + (" e.exec_order FROM tb_nodes n LEFT JOIN tbprobe_node_ext e ON e.id = n.id" if ext else
+               " NULL FROM tb_nodes n")
+            + " WHERE n.step = ? AND n.rank = ? AND n.data_source = ? ORDER BY n.node_order"
+        )
+        with self._conn() as conn:
+            rows = conn.execute(sql, (step, rank, side)).fetchall()
+        if not rows:
+            raise ApiError(404, f"no graph for step {step}, rank {rank}, side {side} in this file")
+        return GraphIndex(rows, compare=self._meta["graph_type"] == "compare")
+
+    def node(self, step: int, rank: int, side: str, name: str) -> dict:
+        """Every stored field of one node, JSON columns decoded."""
+        with self._conn() as conn:
+            conn.row_factory = sqlite3.Row
+            try:
+                row = conn.execute(
+                    "SELECT * FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ? AND node_name = ?",
+                    (step, rank, side, name),
+                ).fetchone()
+                stack: List[str] = []
+                if row is not None and row["stack_id"]:
+                    srow = conn.execute("SELECT stack_info FROM tb_stack WHERE id = ?", (row["stack_id"],)).fetchone()
+                    stack = loads_or(srow[0], []) if srow else []
+            finally:
+                conn.row_factory = None
+        if row is None:
+            raise ApiError(404, f"no node named {name!r} in this graph")
+        out = dict(row)
+        out["matched_node_link"] = loads_or(out.get("matched_node_link"), [])
+        out["matched_distributed"] = loads_or(out.get("matched_distributed"), {})
+        out["parallel_merge_info"] = loads_or(out.get("parallel_merge_info"), [])
+        out["input_data"] = loads_or(out.get("input_data"), {})
+        out["output_data"] = loads_or(out.get("output_data"), {})
+        out["stack"] = stack if isinstance(stack, list) else []
+        return out
+
+    def data_rows(self, step: int, rank: int, side: str) -> Iterator[Tuple[str, int, dict, dict]]:
+        """(name, node_order, input_data, output_data) of every node that carries data, in node order."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT node_name, node_order, input_data, output_data FROM tb_nodes"
+                " WHERE step = ? AND rank = ? AND data_source = ? ORDER BY node_order",
+                (step, rank, side),
+            ).fetchall()
+        for name, order, inp, outp in rows:
+            if inp or outp:
+                yield name, order, loads_or(inp, {}), loads_or(outp, {})
+
+    def metric_table(self, step: int, rank: int, side: str, fields=METRIC_FIELDS) -> Dict[str, Dict[str, float]]:
+        """node name -> {metric: largest absolute value over its inputs/outputs/parameters} for ``fields``.
+
+        All in SQLite (json_tree walks each JSON text once, in C; numbers are parsed in SQL): text such as
+        ``nan``, ``inf`` or ``N/A`` gives no value, ``14.2%`` gives 14.2.
+        """
+        out: Dict[str, Dict[str, float]] = {}
+        marks = ",".join("?" * len(fields))
+        number = ("CASE WHEN t.type IN ('integer', 'real') THEN abs(t.atom)"
+                  " WHEN t.type = 'text' AND rtrim(trim(t.atom), '%') GLOB '*[0-9]*'"
+                  " AND NOT rtrim(trim(t.atom), '%') GLOB '*[^-+.0-9eE]*'"
+                  " THEN abs(CAST(rtrim(trim(t.atom), '%') AS REAL)) END")
+        with self._conn() as conn:
+            for column in ("input_data", "output_data"):
+                rows = None
+                # A malformed JSON text anywhere makes json_tree raise: then use the query that checks each text.
+                for source in (f"n.{column}", f"CASE WHEN json_valid(n.{column}) THEN n.{column} ELSE '{{}}' END"):
+                    sql = (f"SELECT n.node_name, t.key, MAX({number}) FROM tb_nodes n, json_tree({source}) t"
+                           f" WHERE n.step = ? AND n.rank = ? AND n.data_source = ? AND t.key IN ({marks})"
+                           " GROUP BY n.node_order, t.key")
+                    try:
+                        rows = conn.execute(sql, (step, rank, side, *fields)).fetchall()
+                        break
+                    except sqlite3.OperationalError:
+                        continue
+                for name, key, value in rows or ():
+                    if value is None or not math.isfinite(value):
+                        continue
+                    metrics = out.setdefault(name, {})
+                    if key not in metrics or value > metrics[key]:
+                        metrics[key] = value
+        return out
+
+    def stored_findings(self, step: int, rank: int) -> Optional[Dict[str, dict]]:
+        """tbprobe's precomputed findings for the debug graph, or None for files without the table."""
+        if "tbprobe_findings" not in self.tables:
+            return None
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT kind, node_name, exec_order, detail FROM tbprobe_findings WHERE graph_id = ?",
+                (f"NPU_{step}_{rank}",),
+            ).fetchall()
+        return {kind: {"name": name, "exec_order": order, "detail": loads_or(detail, detail)}
+                for kind, name, order, detail in rows}

@@ -1,0 +1,65 @@
+"""Parsing and validating request parameters: every bad value is a 400 with the parameter's name."""
+from typing import Iterable, List, Mapping, Optional
+
+from tbprobe.tb_plugin.api_error import ApiError
+
+__all__ = ["text", "integer", "flag", "side", "choices", "MAX_LIMIT"]
+
+MAX_LIMIT = 50000
+_SIDES = ("NPU", "Bench")
+
+
+def text(args: Mapping, name: str, default: Optional[str] = None, max_len: int = 4096) -> str:
+    value = args.get(name, default)
+    if value is None or (value == "" and default is None):
+        raise ApiError(400, f"missing parameter: {name}")
+    if not isinstance(value, str):
+        raise ApiError(400, f"parameter {name} must be text")
+    if len(value) > max_len:
+        raise ApiError(400, f"parameter {name} is longer than {max_len} characters")
+    return value
+
+
+def integer(args: Mapping, name: str, default: Optional[int] = None, lo: int = -(1 << 31),
+            hi: int = (1 << 31) - 1) -> int:
+    value = args.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise ApiError(400, f"missing parameter: {name}")
+        return default
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ApiError(400, f"parameter {name} must be an integer, got {str(value)[:40]!r}") from None
+    if isinstance(value, bool) or not lo <= number <= hi:
+        raise ApiError(400, f"parameter {name} must be between {lo} and {hi}")
+    return number
+
+
+def flag(args: Mapping, name: str) -> bool:
+    value = args.get(name, False)
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("1", "true", "yes"):
+        return True
+    if str(value).lower() in ("0", "false", "no", ""):
+        return False
+    raise ApiError(400, f"parameter {name} must be 0 or 1")
+
+
+def side(args: Mapping, default: Optional[str] = None) -> str:
+    value = args.get("side", default)
+    if value not in _SIDES:
+        raise ApiError(400, "parameter side must be NPU or Bench")
+    return value
+
+
+def choices(args: Mapping, name: str, allowed: Iterable[str]) -> List[str]:
+    """A comma-separated subset of ``allowed`` (empty = no filter)."""
+    allowed = list(allowed)
+    raw = args.get(name) or ""
+    values = [v.strip() for v in str(raw).split(",") if v.strip()]
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ApiError(400, f"parameter {name}: unknown value {bad[0]!r} (allowed: {', '.join(allowed)})")
+    return values

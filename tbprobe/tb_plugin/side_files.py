@@ -1,0 +1,110 @@
+"""User edits kept beside the graph file, never inside it: manual matches and the colour legend.
+
+- ``<tag>_<step>_<rank>.vis.config``: manual matches ``{debug_node: bench_node}`` (the reference plugin's file,
+  name and format, so either tool can load the other's edits).
+- ``<tag>_<step>_<rank>.vis.unmatch.json``: tbprobe's list of debug nodes whose stored match the user removed
+  (the reference format has no way to say "unmatched").
+- ``<file>.legend.json``: ``{"node_colors": {...}}`` the edited legend.
+Writes go to a temporary file in the same folder and are renamed over the old one, so a crash never leaves half
+a file; read-modify-write sequences of one file are serialised by a lock.
+"""
+import json
+import os
+import tempfile
+import threading
+from typing import Dict, List
+
+from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.catalog import tag_of
+
+__all__ = ["SideFiles", "write_json_atomic", "matches_name", "unmatch_name", "legend_name"]
+
+_MAX_SIDE_BYTES = 64 << 20
+
+
+def matches_name(file: str, step: int, rank: int) -> str:
+    return f"{tag_of(file)}_{step}_{rank}.vis.config"
+
+
+def unmatch_name(file: str, step: int, rank: int) -> str:
+    return f"{tag_of(file)}_{step}_{rank}.vis.unmatch.json"
+
+
+def legend_name(file: str) -> str:
+    return f"{file}.legend.json"
+
+
+def write_json_atomic(path: str, value: object) -> None:
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".tbprobe-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(value, f, ensure_ascii=False, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _read_json(path: str, default):
+    if not os.path.exists(path):
+        return default
+    if os.path.islink(path):
+        raise ApiError(403, f"side file {os.path.basename(path)} is a symbolic link: refused")
+    if os.path.getsize(path) > _MAX_SIDE_BYTES:
+        raise ApiError(400, f"side file {os.path.basename(path)} is too large")
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ApiError(400, f"side file {os.path.basename(path)} is not valid JSON ({exc})") from None
+
+
+class SideFiles:
+    """Side files of graph files in a run folder (``folder`` is already checked to be inside the log dir)."""
+
+    _locks: Dict[str, threading.Lock] = {}
+    _locks_guard = threading.Lock()
+
+    def __init__(self, folder: str, file: str):
+        self.folder = folder
+        self.file = file
+
+    def lock(self, name: str) -> threading.Lock:
+        path = os.path.join(self.folder, name)
+        with self._locks_guard:
+            return self._locks.setdefault(path, threading.Lock())
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.folder, name)
+
+    def matches(self, step: int, rank: int) -> Dict[str, str]:
+        value = _read_json(self._path(matches_name(self.file, step, rank)), {})
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ApiError(400, f"{matches_name(self.file, step, rank)}: expected {{debug_node: bench_node}}")
+        return value
+
+    def unmatched(self, step: int, rank: int) -> List[str]:
+        value = _read_json(self._path(unmatch_name(self.file, step, rank)), [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ApiError(400, f"{unmatch_name(self.file, step, rank)}: expected a list of node names")
+        return value
+
+    def save_matches(self, step: int, rank: int, matches: Dict[str, str], unmatched: List[str]) -> None:
+        write_json_atomic(self._path(matches_name(self.file, step, rank)), matches)
+        upath = self._path(unmatch_name(self.file, step, rank))
+        if unmatched:
+            write_json_atomic(upath, sorted(set(unmatched)))
+        elif os.path.exists(upath):
+            os.unlink(upath)
+
+    def legend(self) -> Dict[str, dict]:
+        value = _read_json(self._path(legend_name(self.file)), {})
+        colors = value.get("node_colors") if isinstance(value, dict) else None
+        return colors if isinstance(colors, dict) else {}
+
+    def save_legend(self, colors: Dict[str, dict]) -> None:
+        write_json_atomic(self._path(legend_name(self.file)), {"node_colors": colors})

@@ -1,0 +1,150 @@
+"""Legacy ``.vis`` JSON graphs behind the same interface as :class:`DbGraphFile` (one step, one rank).
+
+The file is ``{"NPU": {"root", "dump_data_dir", "node": {name: node}}, "Bench": {...}, "ToolTip", "Colors",
+"MicroSteps", "task", "OverflowCheck"}``; nodes are numbered in post-order from the root, as a database does.
+"""
+import json
+import os
+import threading
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.graph_index import GraphIndex
+from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, _abs_number
+
+__all__ = ["VisGraphFile", "MAX_VIS_BYTES"]
+
+# A legacy file is parsed whole; refuse ones that would take the server's memory.
+MAX_VIS_BYTES = 2 << 30
+
+
+def _post_order(graph: dict) -> List[str]:
+    nodes = graph.get("node") or {}
+    root = graph.get("root") or next(iter(nodes), None)
+    order: List[str] = []
+    if root is None or root not in nodes:
+        return list(nodes)
+    seen = {root}
+    stack: List[Tuple[str, int]] = [(root, 0)]
+    while stack:
+        name, k = stack.pop()
+        kids = [c for c in (nodes[name].get("subnodes") or []) if c in nodes]
+        if k < len(kids):
+            stack.append((name, k + 1))
+            child = kids[k]
+            if child not in seen:
+                seen.add(child)
+                stack.append((child, 0))
+        else:
+            order.append(name)
+    order.extend(n for n in nodes if n not in seen)  # orphans keep a place (they hang under the root)
+    return order
+
+
+class VisGraphFile:
+    def __init__(self, path: str):
+        self.path = path
+        # Results derived from the whole graph (compare table, metrics), filled by queries.py on first use.
+        self.derived: dict = {}
+        self.derived_lock = threading.Lock()
+        if os.path.getsize(path) > MAX_VIS_BYTES:
+            raise ApiError(400, f"{os.path.basename(path)}: legacy .vis file too large to open")
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ApiError(400, f"{os.path.basename(path)}: not a readable .vis JSON file ({exc})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("NPU"), dict):
+            raise ApiError(400, f"{os.path.basename(path)}: not a .vis graph (no NPU graph)")
+        self._data = data
+        self._orders: Dict[str, List[str]] = {}
+        self._indexes: Dict[str, GraphIndex] = {}
+        self._lock = threading.Lock()
+        compare = isinstance(data.get("Bench"), dict)
+        self._meta = {
+            "graph_type": "compare" if compare else "build",
+            "task": data.get("task") or "",
+            "steps": [0],
+            "ranks": [0],
+            "micro_steps": int(data.get("MicroSteps") or 1),
+            "overflow_check": bool(data.get("OverflowCheck")),
+            "sides": ["NPU", "Bench"] if compare else ["NPU"],
+            "node_colors": data.get("Colors") or {},
+            "tool_tip": data.get("ToolTip") or {},
+            "writer": "msprobe",
+            "schema_version": None,
+        }
+
+    def meta(self) -> dict:
+        return dict(self._meta)
+
+    def close(self) -> None:
+        pass
+
+    def _graph(self, step: int, rank: int, side: str) -> dict:
+        graph = self._data.get(side)
+        if step != 0 or rank != 0 or not isinstance(graph, dict):
+            raise ApiError(404, f"no graph for step {step}, rank {rank}, side {side} in this file")
+        return graph
+
+    def index(self, step: int, rank: int, side: str) -> GraphIndex:
+        graph = self._graph(step, rank, side)
+        with self._lock:
+            if side not in self._indexes:
+                nodes = graph.get("node") or {}
+                order = _post_order(graph)
+                rows = []
+                for name in order:
+                    node = nodes[name]
+                    data = node.get("data") or {}
+                    rows.append((name, node.get("node_type", 0), node.get("upnode") or None,
+                                 data.get("precision_index"), data.get("overflow_level"),
+                                 node.get("micro_step_id", 0), bool(node.get("matched_node_link")), None))
+                self._orders[side] = order
+                self._indexes[side] = GraphIndex(rows, compare=self._meta["graph_type"] == "compare")
+            return self._indexes[side]
+
+    def node(self, step: int, rank: int, side: str, name: str) -> dict:
+        graph = self._graph(step, rank, side)
+        node = (graph.get("node") or {}).get(name)
+        if not isinstance(node, dict):
+            raise ApiError(404, f"no node named {name!r} in this graph")
+        data = node.get("data") or {}
+        return {
+            "node_name": name, "node_type": node.get("node_type", 0), "up_node": node.get("upnode") or "",
+            "precision_index": data.get("precision_index"), "overflow_level": data.get("overflow_level"),
+            "micro_step_id": node.get("micro_step_id", 0), "matched_node_link": node.get("matched_node_link") or [],
+            "matched_distributed": node.get("matched_distributed") or {},
+            "parallel_merge_info": node.get("parallel_merge_info") or [],
+            "input_data": node.get("input_data") or {}, "output_data": node.get("output_data") or {},
+            "stack": node.get("stack_info") or [], "dump_data_dir": graph.get("dump_data_dir"),
+        }
+
+    def data_rows(self, step: int, rank: int, side: str) -> Iterator[Tuple[str, int, dict, dict]]:
+        graph = self._graph(step, rank, side)
+        self.index(step, rank, side)
+        nodes = graph.get("node") or {}
+        for order, name in enumerate(self._orders[side]):
+            node = nodes[name]
+            if node.get("input_data") or node.get("output_data"):
+                yield name, order, node.get("input_data") or {}, node.get("output_data") or {}
+
+    def metric_table(self, step: int, rank: int, side: str, fields=METRIC_FIELDS) -> Dict[str, Dict[str, float]]:
+        out: Dict[str, Dict[str, float]] = {}
+        for name, _, inp, outp in self.data_rows(step, rank, side):
+            for source in (inp, outp):
+                for item in source.values():
+                    if not isinstance(item, dict):
+                        continue
+                    for key in fields:
+                        value = _abs_number(item.get(key))
+                        if value is not None:
+                            metrics = out.setdefault(name, {})
+                            metrics[key] = max(value, metrics.get(key, value))
+        return out
+
+    def prefetch(self, step: int, rank: int, sides) -> None:
+        pass
+
+    def stored_findings(self, step: int, rank: int) -> Optional[dict]:
+        return None

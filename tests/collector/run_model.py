@@ -1,0 +1,111 @@
+"""Train one small model for a few steps under a collector (tbprobe or msprobe); used by the tests and to make
+the golden node sets (run with the msprobe peer's python: `python run_model.py msprobe gpt mix OUT`).
+
+usage: run_model.py TOOL MODEL LEVEL DUMP_PATH [SUMMARY_MODE] [STEPS]
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+
+from train_gpt import GPT, make_batch  # noqa: E402
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = self.pool(self.relu(self.bn(self.conv1(x))))
+        x = torch.relu(self.conv2(x))
+        return self.fc(torch.flatten(x, 1))
+
+
+def build(model_name: str):
+    torch.manual_seed(0)
+    if model_name == "mlp":
+        model = MLP()
+        data = [(torch.randn(4, 8), torch.randn(4, 4)) for _ in range(4)]
+        loss_fn = F.mse_loss
+    elif model_name == "conv":
+        model = ConvNet()
+        data = [(torch.randn(2, 3, 8, 8), torch.randint(0, 10, (2,))) for _ in range(4)]
+        loss_fn = F.cross_entropy
+    elif model_name == "gpt":
+        model = GPT(dropout=0.0)
+        data = [make_batch(i, 2, 16, 64) for i in range(4)]
+
+        def loss_fn(logits, y):
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+    else:
+        raise SystemExit(f"unknown model {model_name}")
+    return model, data, loss_fn
+
+
+def train(debugger, model_name: str, steps: int):
+    model, data, loss_fn = build(model_name)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step in range(steps):
+        x, y = data[step % len(data)]
+        if debugger is not None:
+            debugger.start(model=model)
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if debugger is not None:
+            debugger.stop()
+            debugger.step()
+        losses.append(loss.detach().clone())
+    return model, losses
+
+
+def config(dump_path: str, level: str, summary_mode: str = "statistics", steps: int = 1, task: str = "statistics"):
+    cfg = {"task": task, "dump_path": dump_path, "rank": [], "step": list(range(steps)), "level": level,
+           "async_dump": False}
+    if task == "statistics":
+        cfg["statistics"] = {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": summary_mode}
+    return cfg
+
+
+def main(argv):
+    tool, model_name, level, dump_path = argv[:4]
+    summary_mode = argv[4] if len(argv) > 4 else "statistics"
+    steps = int(argv[5]) if len(argv) > 5 else 1
+    cfg_path = dump_path.rstrip("/") + "_config.json"
+    os.makedirs(os.path.dirname(os.path.abspath(cfg_path)), exist_ok=True)
+    with open(cfg_path, "w") as f:
+        json.dump(config(dump_path, level, summary_mode, steps), f)
+    if tool == "msprobe":
+        from msprobe.pytorch import PrecisionDebugger
+    else:
+        from tbprobe import PrecisionDebugger
+    train(PrecisionDebugger(config_path=cfg_path), model_name, steps)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,159 @@
+"""The Monitor view end to end: a real training run recorded by TrainerMon, a real `tensorboard --logdir` process,
+a real Chromium. Heatmap drawn, a clicked cell plots its series (two cells side by side), an anomaly jumps to
+its cell. A screenshot goes to test-artifacts/."""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import torch
+
+from tbprobe.monitor import TrainerMon
+from tests.monitor.helpers import Net, train, write_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+STATIC = os.path.join(ROOT, "tbprobe", "tb_plugin", "static", "index.js")
+ARTIFACTS = os.path.join(ROOT, "test-artifacts")
+CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mon_e2e")
+    torch.manual_seed(0)
+    model = Net(n=6)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    cfg = write_config(tmp, tmp / "logs" / "demo_job", xy_distribution=True, wg_distribution=True,
+                       targets={f"layers.{i}": {} for i in range(6)} | {"head": {}}, ops=["max", "mean", "norm"],
+                       alert={"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1.0}}]})
+    mon = TrainerMon(cfg)
+    mon.set_monitor(model, opt)
+    train(model, opt, 40, scale={25: 40.0})  # a spike at step 25
+    mon.close()
+    return tmp / "logs"
+
+
+@pytest.fixture(scope="module")
+def server(logdir):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [os.path.join(BIN, "tensorboard"), "--logdir", str(logdir), "--port", str(port), "--host", "127.0.0.1",
+         "--load_fast=false", "--reload_interval=1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/data/plugin/graph_ascend/api/monitor/runs", timeout=5) as r:
+                if b"demo_job" in r.read():
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            pytest.fail(f"tensorboard exited: {proc.stderr.read().decode()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.terminate()
+            pytest.fail("tensorboard did not list the monitor job within 90 s")
+        time.sleep(0.5)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _ready(frame, timeout=30000):
+    frame.wait_for_function("() => window.__tbprobeMonitor && window.__tbprobeMonitor.ready", timeout=timeout)
+
+
+def _click_cell(frame, row, col):
+    pos = frame.evaluate(
+        """([r, c]) => { const m = window.__tbprobeMonitor; const rect = m.cellRect(r, c);
+        const cv = document.querySelector('[data-testid=monitor-heatmap]').getBoundingClientRect();
+        return rect && {x: rect.x - cv.left + rect.w / 2, y: rect.y - cv.top + rect.h / 2}; }""",
+        [row, col],
+    )
+    assert pos, f"no cell {row},{col}"
+    frame.locator("[data-testid=monitor-heatmap]").click(position=pos)
+
+
+def _painted(frame, testid) -> int:
+    """Pixels of a canvas that are not fully transparent: proof that something was drawn."""
+    return frame.evaluate(
+        """(id) => { const c = document.querySelector(`[data-testid=${id}]`);
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
+        for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }""",
+        testid,
+    )
+
+
+def test_monitor_dashboard_heatmap_series_and_anomaly_jump(server):
+    if not os.path.exists(STATIC) or b"monitor-heatmap" not in open(STATIC, "rb").read():
+        pytest.skip("the frontend bundle does not contain the monitor view yet: run `make frontend`")
+    from playwright.sync_api import sync_playwright
+
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{server}/#graph_ascend", wait_until="domcontentloaded")
+        page.wait_for_selector("iframe", timeout=60000)
+        frame = None
+        deadline = time.monotonic() + 60
+        while frame is None and time.monotonic() < deadline:
+            for f in page.frames:
+                if f != page.main_frame and f.query_selector("[data-testid=view-tab-monitor]"):
+                    frame = f
+            time.sleep(0.3)
+        assert frame is not None, "the GRAPH_ASCEND page has no Monitor tab"
+        frame.locator("[data-testid=view-tab-monitor]").click()
+        frame.wait_for_selector("[data-testid=monitor-root]")
+        _ready(frame)
+        frame.wait_for_function("() => window.__tbprobeMonitor.rows().length > 0", timeout=30000)
+
+        rows = frame.evaluate("() => window.__tbprobeMonitor.rows()")
+        assert rows == ["head", "layers.0", "layers.1", "layers.2", "layers.3", "layers.4", "layers.5"]
+        assert frame.evaluate("() => window.__tbprobeMonitor.cols()") == 40  # 40 steps fit: one column each
+        assert _painted(frame, "monitor-heatmap") > 1000
+
+        # A clicked cell plots its series; a second cell is drawn beside it.
+        _click_cell(frame, 2, 10)  # layers.1, step 10
+        frame.wait_for_function("() => window.__tbprobeMonitor.series().length === 1", timeout=30000)
+        assert frame.evaluate("() => window.__tbprobeMonitor.series()") == ["rank0:layers.1/output_norm"]
+        assert _painted(frame, "monitor-chart") > 500
+        _click_cell(frame, 4, 10)  # layers.3
+        frame.wait_for_function("() => window.__tbprobeMonitor.series().length === 2", timeout=30000)
+        assert frame.locator("[data-testid=monitor-series-item]").count() == 2
+
+        # The anomaly list: the spike at step 25 on layers.0's input; clicking it jumps to the cell.
+        frame.wait_for_function("() => window.__tbprobeMonitor.anomalies() > 0", timeout=30000)
+        item = frame.locator("[data-testid=monitor-anomaly]", has_text="layers.0 / input_norm").first
+        assert "25" in item.inner_text()
+        item.click()
+        frame.wait_for_function(
+            "() => { const h = window.__tbprobeMonitor.highlighted(); return h && h.row === 'layers.0' && h.col === 25 "
+            "&& window.__tbprobeMonitor.series().includes('rank0:layers.0/input_norm'); }",
+            timeout=30000,
+        )
+        assert frame.locator("[data-testid=monitor-metric]").input_value() == "input"
+        # The filter narrows the rows.
+        frame.locator("[data-testid=monitor-filter]").fill("layers.1,layers.2")
+        frame.wait_for_function("() => window.__tbprobeMonitor.rows().join() === 'layers.1,layers.2'",
+                                timeout=30000)
+        page.screenshot(path=os.path.join(ARTIFACTS, "monitor_dashboard.png"), full_page=True)
+        assert not errors, errors
+        browser.close()

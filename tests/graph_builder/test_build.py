@@ -1,0 +1,82 @@
+"""Building the tree (REFERENCE.md section 3) beyond what the fixtures show: orphans, backward repair,
+parameters_grad, API collections, micro steps (plain and Megatron), recomputation, stacks."""
+import json
+
+from tbprobe.graph_builder.build import build_graph
+from tbprobe.graph_builder import build_rank_rows
+from tbprobe.formats.dump_dir import discover
+from tests.graph_builder import golden, synth
+
+
+def _tree(graph):
+    return {n.name: (n.parent.name if n.parent else None) for n in graph.nodes.values()}
+
+
+def test_orphan_subtree_is_kept_and_flagged():
+    entries = {"Torch.a.0.forward": synth.api_entry(), "Module.x.X.forward.0": synth.api_entry()}
+    parents = {"Torch.a.0.forward": "Module.gone.G.forward.0", "Module.x.X.forward.0": None}
+    g = build_graph("NPU", 0, 0, entries, parents)
+    tree = _tree(g)
+    assert tree["Torch.a.0.forward"] == "Module.gone.G.forward.0"
+    assert tree["Module.gone.G.forward.0"] == "DefaultModel"
+    assert g.nodes["Module.gone.G.forward.0"].flags == ["missing_parent"]
+
+
+def test_backward_parent_repair_and_parameters_grad():
+    entries = {n: synth.api_entry() for n in ("Functional.linear.0.forward", "Module.fc.Linear.forward.0",
+                                             "Functional.linear.0.backward")}
+    entries["Module.fc.Linear.parameters_grad.0"] = {"weight": [synth.tensor((2, 2))]}
+    entries["Module.fc.Linear.backward.0"] = synth.api_entry()
+    parents = {"Functional.linear.0.forward": "Module.fc.Linear.forward.0", "Module.fc.Linear.forward.0": None,
+               "Functional.linear.0.backward": None, "Module.fc.Linear.backward.0": None}
+    g = build_graph("NPU", 0, 0, entries, parents)
+    tree = _tree(g)
+    assert tree["Functional.linear.0.backward"] == "Module.fc.Linear.backward.0"
+    assert tree["Module.fc.Linear.parameters_grad.0"] == "Module.fc.Linear.backward.0"
+    assert [c.name for c in g.nodes["Module.fc.Linear.backward.0"].children] == [
+        "Functional.linear.0.backward", "Module.fc.Linear.parameters_grad.0"]
+
+
+def test_api_collections_and_micro_steps():
+    names = ["Module.m.M.forward.0", "Torch.a.0.forward", "Torch.b.0.forward", "Module.m.M.backward.0",
+             "Module.m.M.forward.1", "Torch.c.0.forward", "Module.m.M.backward.1"]
+    entries = {n: synth.api_entry() for n in names}
+    g = build_graph("NPU", 0, 0, entries, {n: None for n in names})
+    top = [c.name for c in g.root.children]
+    assert top == ["Module.m.M.forward.0", "Apis_Between_Modules.0", "Module.m.M.backward.0",
+                   "Module.m.M.forward.1", "Torch.c.0.forward", "Module.m.M.backward.1"]
+    assert g.nodes["Apis_Between_Modules.0"].node_type == "9"
+    assert [g.nodes[n].micro_step for n in names] == [0, 0, 0, 0, 1, 1, 1]
+    assert g.micro_steps == 2
+
+
+def test_megatron_micro_steps_are_explicit():
+    names = ["Module.m.M.forward.0", "Module.m.M.forward.1"]
+    g = build_graph("NPU", 0, 0, {n: synth.api_entry() for n in names}, {n: None for n in names},
+                    micro_steps={"Module.m.M.forward.0": 0, "Module.m.M.forward.1": 3})
+    assert [g.nodes[n].micro_step for n in names] == [0, 3]
+    assert g.micro_steps == 4
+
+
+def test_recomputed_layer_goes_under_its_backward():
+    names = ["Module.l.L.forward.0", "Module.l.L.forward.1", "Module.l.L.backward.0"]
+    g = build_graph("NPU", 0, 0, {n: synth.api_entry() for n in names}, {n: None for n in names})
+    assert _tree(g)["Module.l.L.forward.1"] == "Module.l.L.backward.0"
+    assert "recomputed" in g.nodes["Module.l.L.forward.1"].flags
+
+
+def test_backward_takes_forward_stack():
+    entries = {"Torch.a.0.forward": synth.api_entry(), "Torch.a.0.backward": synth.api_entry()}
+    g = build_graph("NPU", 0, 0, entries, {}, {"Torch.a.0.forward": ["File x.py, line 1, in f, \n a()"]})
+    assert g.nodes["Torch.a.0.backward"].stack == g.nodes["Torch.a.0.forward"].stack
+
+
+def test_build_rank_rows_for_the_collector():
+    rank_dir = discover(golden.INPUTS / "npu_stat")[0]
+    rows, stacks, ext = build_rank_rows(rank_dir, "NPU", overflow_check=True)
+    ref = golden.nodes(golden.reference_db("build"))
+    assert {r[0] for r in rows} == set(ref)
+    by_id = {r[0]: r for r in rows}
+    assert by_id["NPU_0_0_Torch.exp.0.forward"][8] == "critical"
+    assert len(rows[0]) == 22 and len(ext) == len(rows)
+    assert all(json.loads(s[1]) is not None for s in stacks)

@@ -1,0 +1,133 @@
+"""The command lines: `tbprobe graph` (both forms), `tbprobe compare` (CSV and XLSX), and bad input: one line
+naming the file and the problem, exit code 2, nothing left in the output folder."""
+import csv
+import json
+import shutil
+
+import pytest
+
+from tbprobe.cli import main
+from tbprobe.graph_builder import compare_nodes
+from tests.graph_builder import golden
+
+F = golden.INPUTS
+
+
+def test_graph_build_and_compare(tmp_path, capsys):
+    assert main(["graph", "-tp", str(F / "npu_stat"), "-o", str(tmp_path / "b"), "-oc", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "48 debug nodes" in out and "first overflow: step 0 rank 0: Torch.exp.0.forward" in out
+    assert len(list((tmp_path / "b").glob("build_*.vis.db"))) == 1
+    assert main(["graph", "-tp", str(F / "npu_md5"), "-gp", str(F / "bench_md5"), "-o", str(tmp_path / "c"),
+                 "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "mode md5: matched 43" in out and "unmatched 4" in out
+    assert "first divergent node: step 0 rank 0: Module.layers.1.fc.Linear.forward.0" in out
+    assert len(list((tmp_path / "c").glob("compare_*.vis.db"))) == 1
+
+
+def test_older_input_json_form(tmp_path, capsys):
+    spec = tmp_path / "compare.json"
+    spec.write_text(json.dumps({"npu_path": str(F / "npu_stat"), "bench_path": str(F / "bench_stat"),
+                                "is_print_compare_log": True}))
+    assert main(["graph", "-i", str(spec), "-o", str(tmp_path / "o"), "-q"]) == 0
+    assert "compare graph" in capsys.readouterr().out
+
+
+def test_compare_table_csv_and_xlsx(tmp_path, capsys):
+    assert main(["compare", "-tp", str(F / "npu_stat"), "-gp", str(F / "bench_stat"), "-o", str(tmp_path)]) == 0
+    path = next(tmp_path.glob("compare_result_*.csv"))
+    rows = list(csv.reader(path.open()))
+    assert rows[0][:3] == ["NPU Name", "Bench Name", "NPU Dtype"] and rows[0][-1] == "NPU_Stack_Info"
+    assert len(rows) == 127  # as many item rows as the reference's table for these dumps
+    first = dict(zip(rows[0], rows[1]))
+    assert first["NPU Name"] == "Functional.linear.0.forward.input.0" and first["Result"] == "pass"
+    unmatched = [r for r in rows if r[0].startswith("Torch.exp.0.forward")]
+    assert unmatched and all(r[1] == "N/A" for r in unmatched)
+    out = tmp_path / "x"
+    assert main(["compare", "-tp", str(F / "npu_md5"), "-gp", str(F / "bench_md5"), "-o", str(out), "--xlsx"]) == 0
+    import openpyxl
+    ws = openpyxl.load_workbook(next(out.glob("compare_result_*.xlsx"))).active
+    header = [c.value for c in next(ws.iter_rows(max_row=1))]
+    assert "NPU MD5" in header and "Bench MD5" in header
+
+
+def _bad(tmp_path, argv, capsys, *names):
+    out = tmp_path / "out"
+    code = main(argv + ["-o", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.count("\n") == 0 and err.startswith("tbprobe: error: ")
+    for name in names:
+        assert name in err
+    assert not out.exists() or not any(out.iterdir())
+    return err
+
+
+def test_missing_folder(tmp_path, capsys):
+    _bad(tmp_path, ["graph", "-tp", str(tmp_path / "nope")], capsys, "nope", "no such folder")
+
+
+def test_malformed_dump_in_one_rank(tmp_path, capsys):
+    shutil.copytree(F / "npu_dist", tmp_path / "d")
+    bad = tmp_path / "d" / "step0" / "rank1" / "dump.json"
+    bad.write_text('{"task": "statistics", "data": {"x": ')
+    _bad(tmp_path, ["graph", "-tp", str(tmp_path / "d")], capsys, str(bad))
+
+
+def test_missing_dump_json(tmp_path, capsys):
+    (tmp_path / "d" / "step0" / "rank0").mkdir(parents=True)
+    _bad(tmp_path, ["graph", "-tp", str(tmp_path / "d")], capsys, "rank0", "dump.json")
+
+
+def test_mismatched_layouts(tmp_path, capsys):
+    _bad(tmp_path, ["graph", "-tp", str(F / "npu_dist"), "-gp", str(F / "bench_stat")], capsys, "bench_stat",
+         "do not match")
+
+
+def test_different_tasks(tmp_path, capsys):
+    _bad(tmp_path, ["graph", "-tp", str(F / "npu_stat"), "-gp", str(F / "bench_tensor")], capsys,
+         "different tasks")
+
+
+def test_bad_yaml(tmp_path, capsys):
+    y = tmp_path / "map.yaml"
+    y.write_text("Layer: [unclosed")
+    _bad(tmp_path, ["graph", "-tp", str(F / "npu_stat"), "-gp", str(F / "bench_stat"), "-lm", str(y)], capsys,
+         str(y), "YAML")
+
+
+def test_output_not_writable(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code = main(["graph", "-tp", str(F / "npu_stat"), "-o", str(blocker / "sub")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot create the output folder" in err and str(blocker) in err
+    assert blocker.read_text() == "x"
+
+
+def test_bad_compare_json(tmp_path, capsys):
+    spec = tmp_path / "compare.json"
+    spec.write_text("{not json")
+    _bad(tmp_path, ["graph", "-i", str(spec)], capsys, str(spec), "JSON")
+
+
+@pytest.mark.parametrize("mode", ["statistics", "summary", "md5"])
+def test_compare_nodes_for_manual_matches(mode):
+    """The plugin's manual match: compare two stored rows; same answer as the full compare run."""
+    case = "cmp_md5" if mode == "md5" else "cmp_stat"
+    ref = golden.nodes(golden.reference_db(case))
+    d = ref["NPU_0_0_Module.layers.1.fc.Linear.forward.0"]
+    b = ref["Bench_0_0_Module.layers.1.fc.Linear.forward.0"]
+    strip = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
+             "MeanRelativeErr", "NormRelativeErr", "Requires_grad Consistent", "Result", "Err_message")
+
+    def plain(data):
+        return {k: {f: v for f, v in item.items() if f not in strip} for k, item in json.loads(data).items()}
+
+    prec, ind, outd = compare_nodes({"input_data": plain(d["input_data"]), "output_data": plain(d["output_data"])},
+                                    {"input_data": plain(b["input_data"]), "output_data": plain(b["output_data"])},
+                                    mode)
+    assert prec == d["precision_index"]
+    assert ind == json.loads(d["input_data"])
+    assert outd == json.loads(d["output_data"])

@@ -1,0 +1,97 @@
+"""Matching: exact, fuzzy, structural aligner, layer mapping, manual."""
+import json
+
+from tbprobe.graph_builder import run_graph
+from tests.graph_builder import golden, synth
+
+
+def _unmatched(path, side="NPU"):
+    nodes = golden.nodes(path)
+    return {n["node_name"] for n in nodes.values() if n["data_source"] == side and n["matched_node_link"] == "[]"}
+
+
+def test_extra_api_case_leaves_only_the_extra_calls(tmp_path):
+    result = run_graph(str(golden.INPUTS / "npu_stat"), str(golden.INPUTS / "bench_stat"), str(tmp_path),
+                       parallel=False, progress=False)
+    assert _unmatched(result.path) == {"Tensor.__mul__.0.forward", "Tensor.__mul__.1.forward", "Torch.exp.0.forward",
+                                       "Tensor.__mul__.0.backward"}
+    assert _unmatched(result.path, "Bench") == set()
+
+
+def test_step0_against_step1_of_one_run_is_aligned(tmp_path):
+    """The next step's names carry shifted counters: exact matching pairs nothing below the root, the aligner
+    pairs all but < 1%."""
+    docs = synth.read_rank("npu_stat")
+    synth.write_rank(tmp_path / "a" / "step0" / "rank0", docs)
+    synth.write_rank(tmp_path / "b" / "step1" / "rank0", synth.rename_all(docs, synth.next_step_names(docs)))
+    plain = run_graph(str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "o1"), parallel=False,
+                      progress=False, align=False)
+    aligned = run_graph(str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "o2"), parallel=False,
+                        progress=False)
+    total = plain.summary["nodes"] - 1
+    assert plain.summary["unmatched"] > 0.3 * total          # the reference's behaviour: most nodes grey
+    assert aligned.summary["unmatched"] < 0.01 * total
+    nodes = golden.nodes(aligned.path)
+    row = nodes["NPU_0_0_Functional.linear.2.forward"]
+    assert json.loads(row["matched_node_link"])[-1] == "Functional.linear.6.forward"
+    assert row["precision_index"] == 0
+
+
+def test_aligner_skips_an_inserted_call_and_keeps_the_rest(tmp_path):
+    t = synth.tensor
+    common = {"Torch.matmul.0.forward": synth.api_entry([t((2, 4)), t((4, 4))], [t((2, 4))]),
+              "Tensor.__add__.0.forward": synth.api_entry([t((2, 4))]),
+              "Torch.relu.0.forward": synth.api_entry([t((2, 4))])}
+    debug = {"Torch.matmul.0.forward": common["Torch.matmul.0.forward"],
+             "Tensor.__add__.0.forward": synth.api_entry([t((8,))]),   # the extra call
+             "Tensor.__add__.1.forward": common["Tensor.__add__.0.forward"],
+             "Torch.relu.0.forward": common["Torch.relu.0.forward"]}
+    parent = "Module.block.Block.forward.0"
+    mod = synth.api_entry()
+    synth.simple_rank(tmp_path / "d", {**debug, parent: mod}, {**{k: parent for k in debug}, parent: None})
+    synth.simple_rank(tmp_path / "b", {**common, parent: mod}, {**{k: parent for k in common}, parent: None})
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    nodes = golden.nodes(result.path)
+    assert _unmatched(result.path) == {"Tensor.__add__.0.forward"}
+    link = json.loads(nodes["NPU_0_0_Tensor.__add__.1.forward"]["matched_node_link"])
+    assert link == ["DefaultModel", parent, "Tensor.__add__.0.forward"]
+
+
+def test_fuzzy_matches_by_occurrence(tmp_path):
+    t = synth.tensor
+    parent = "Module.block.Block.forward.0"
+    d = {"Torch.matmul.3.forward": synth.api_entry([t((2, 2))]), parent: synth.api_entry()}
+    b = {"Torch.matmul.7.forward": synth.api_entry([t((3, 3))]), parent: synth.api_entry()}
+    synth.simple_rank(tmp_path / "d", d, {"Torch.matmul.3.forward": parent, parent: None})
+    synth.simple_rank(tmp_path / "b", b, {"Torch.matmul.7.forward": parent, parent: None})
+    off = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o1"), parallel=False,
+                    progress=False, align=False)
+    assert _unmatched(off.path) == {"Torch.matmul.3.forward"}
+    on = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o2"), parallel=False,
+                   progress=False, align=False, fuzzy=True)
+    assert _unmatched(on.path) == set()
+    # shapes differ: the pair is compared and flagged
+    assert golden.nodes(on.path)["NPU_0_0_Torch.matmul.3.forward"]["precision_index"] == 1
+
+
+def test_layer_mapping_renames(tmp_path):
+    parent_d = "Module.layers.0.input_norm.RMSNorm.forward.0"
+    parent_b = "Module.layers.0.input_layernorm.RMSNorm.forward.0"
+    synth.simple_rank(tmp_path / "d", {parent_d: synth.api_entry()}, {parent_d: None})
+    synth.simple_rank(tmp_path / "b", {parent_b: synth.api_entry()}, {parent_b: None})
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False, align=False,
+                       layer_mapping={"ParallelTransformerLayer": {"input_layernorm": "input_norm"}})
+    assert _unmatched(result.path) == set()
+
+
+def test_manual_matches_override(tmp_path):
+    synth.simple_rank(tmp_path / "d", {"Torch.a.0.forward": synth.api_entry()}, {"Torch.a.0.forward": None})
+    synth.simple_rank(tmp_path / "b", {"Torch.b.0.forward": synth.api_entry()}, {"Torch.b.0.forward": None})
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False, align=False, manual={"Torch.a.0.forward": "Torch.b.0.forward"})
+    assert _unmatched(result.path) == set()
+    ext = golden.open_ro(result.path).execute(
+        "SELECT flags FROM tbprobe_node_ext WHERE id='NPU_0_0_Torch.a.0.forward'").fetchone()[0]
+    assert "manual" in json.loads(ext)

@@ -1,0 +1,92 @@
+"""Bad configurations and bad set_monitor arguments give one clear TbprobeError before training starts."""
+import json
+
+import pytest
+import torch
+
+from tbprobe.errors import TbprobeError
+from tbprobe.monitor import TrainerMon, load_config
+from tests.monitor.helpers import Net, write_config
+
+
+def _cfg(tmp_path, raw) -> str:
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(raw) if not isinstance(raw, str) else raw)
+    return str(p)
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ({"targetz": {}}, "unknown key 'targetz' (did you mean 'targets'?)"),
+        ({"ops": ["norm", "median"]}, "unknown statistic 'median'"),
+        ({"ops": "norm"}, "'ops' must be a list"),
+        ({"xy_distribution": "yes"}, "'xy_distribution' must be true or false"),
+        ({"eps": -1}, "'eps' must be a positive number"),
+        ({"step_interval": 0}, "'step_interval' must be an integer >= 1"),
+        ({"start_step": "3"}, "'start_step' must be an integer >= 0"),
+        ({"targets": {"layers.0": 3}}, "'targets' entry 'layers.0' must map to an object"),
+        ({"alert": {"rules": [{"rule_name": "Spiky"}]}}, "needs a rule_name from"),
+        ({"alert": {"rules": [{"rule_name": "AnomalyTurbulence"}]}}, "AnomalyTurbulence needs args.threshold"),
+        ({"alert": {"rules": [{"rule_name": "AnomalyNan", "args": {"threshold": -2}}]}}, "threshold must be"),
+        ({"module_ranks": [0, "1"]}, "'module_ranks' must be a list of rank numbers"),
+        ({"forward_only": True, "backward_only": True}, "cannot both be true"),
+        ([1, 2], "must be a JSON object"),
+        ("{not json", "not valid JSON"),
+    ],
+)
+def test_bad_config_is_one_clear_message(tmp_path, raw, expected):
+    path = _cfg(tmp_path, raw)
+    with pytest.raises(TbprobeError) as info:
+        TrainerMon(path)
+    message = str(info.value)
+    assert expected in message
+    assert message.startswith(path)  # names the file
+    assert "\n" not in message
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(TbprobeError, match="not found"):
+        TrainerMon(str(tmp_path / "nope.json"))
+
+
+def test_reference_config_is_accepted(tmp_path):
+    # The reference monitor's own example keys, including ones tbprobe ignores, load without error.
+    raw = {
+        "targets": {"layers.0": {}}, "xy_distribution": True, "wg_distribution": True, "mv_distribution": True,
+        "param_distribution": True, "ops": ["min", "max", "norm", "zeros", "nans", "mean", "shape", "dtype"],
+        "eps": 1e-8, "format": "csv", "ndigits": 6, "alert": {"rules": [{"rule_name": "AnomalyTurbulence",
+        "args": {"threshold": 0.5}}], "dump": False}, "squash_name": False, "collect_times": 10,
+    }
+    cfg = load_config(_cfg(tmp_path, raw))
+    assert cfg.ops == ["min", "max", "mean", "norm", "zeros", "nans"]  # canonical order, shape/dtype dropped
+    assert cfg.collect_times == 10 and cfg.alert_rules[0].threshold == 0.5
+
+
+def test_target_matching_nothing_fails_at_set_monitor(tmp_path):
+    path = write_config(tmp_path, tmp_path / "out", targets={"layers.0": {}, "layer.1": {}}, xy_distribution=True)
+    mon = TrainerMon(path)
+    model = Net()
+    with pytest.raises(TbprobeError) as info:
+        mon.set_monitor(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert "monitor target 'layer.1' matches no module or parameter" in str(info.value)
+    assert "layers.1" in str(info.value)  # suggests the close name
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_bad_set_monitor_arguments(tmp_path):
+    path = write_config(tmp_path, tmp_path / "out", wg_distribution=True)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TbprobeError, match="grad_acc_steps must be an integer >= 1"):
+        TrainerMon(path).set_monitor(model, opt, grad_acc_steps=0)
+
+    class Wrapped:  # a DeepSpeed-like wrapper: has step() but no param_groups
+        def __init__(self, inner):
+            self.optimizer = inner
+
+        def step(self):
+            self.optimizer.step()
+
+    with pytest.raises(TbprobeError, match="pass the wrapped optimizer, optimizer.optimizer"):
+        TrainerMon(path).set_monitor(model, Wrapped(opt))

@@ -1,0 +1,88 @@
+"""CSV export in the reference monitor's layout, by function and by the `tbprobe monitor export-csv` command."""
+import csv
+import glob
+import os
+import subprocess
+
+import pytest
+import torch
+
+from tbprobe.cli import main
+from tbprobe.errors import TbprobeError
+from tbprobe.monitor import TrainerMon
+from tbprobe.monitor.csv_export import export_run, split_name
+from tests.monitor.helpers import Net, train, write_config
+
+PEER_PY = os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "msprobe", "bin", "python")
+
+
+@pytest.fixture(scope="module")
+def monitor_out(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mon")
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    mon = TrainerMon(write_config(tmp, tmp / "out", targets={"layers.0": {}, "head": {}}, xy_distribution=True,
+                                  wg_distribution=True, mv_distribution=True, param_distribution=True,
+                                  ops=["min", "max", "mean", "norm", "zeros", "nans"]))
+    mon.set_monitor(model, opt)
+    train(model, opt, 3)
+    mon.close()
+    return tmp / "out"
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_columns_and_files_are_the_references(monitor_out, tmp_path):
+    written = export_run(str(monitor_out / "rank0"), str(tmp_path / "csv"))
+    names = sorted(os.path.basename(p) for p in written)
+    assert names == ["actv_0-2.csv", "actv_grad_0-2.csv", "exp_avg_1-2.csv", "exp_avg_sq_1-2.csv",
+                     "grad_reduced_0-2.csv", "param_origin_0-2.csv", "param_updated_0-2.csv"]
+    ops = ["min", "max", "mean", "norm", "zeros", "nans"]
+    actv = _rows(tmp_path / "csv" / "actv_0-2.csv")
+    assert actv[0] == ["vpp_stage", "name", "step", "micro_step"] + ops + ["shape", "dtype"]
+    grad = _rows(tmp_path / "csv" / "grad_reduced_0-2.csv")
+    assert grad[0] == ["vpp_stage", "name", "step"] + ops + ["shape", "dtype"]
+    assert {r[1] for r in actv[1:]} == {"layers.0.input", "layers.0.output", "head.input", "head.output"}
+    row = next(r for r in grad[1:] if r[1] == "head.weight" and r[2] == "0")
+    assert row[0] == "0" and row[-2:] == ["[2, 8]", "torch.float32"]
+    assert float(row[6]) > 0  # norm
+    assert len(actv) == 1 + 4 * 3  # 4 rows per step, 3 steps
+
+
+def test_cli_export_and_bad_input(monitor_out, tmp_path, capsys):
+    assert main(["monitor", "export-csv", str(monitor_out), "-o", str(tmp_path / "x")]) == 0
+    assert glob.glob(str(tmp_path / "x" / "*-rank0-tbprobe" / "actv_0-2.csv"))
+    assert main(["monitor", "export-csv", str(tmp_path / "empty_missing")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+    with pytest.raises(TbprobeError, match="no monitor scalars"):
+        os.makedirs(tmp_path / "blank")
+        export_run(str(tmp_path / "blank"), str(tmp_path / "o"))
+
+
+def test_split_name():
+    assert split_name("vp1:layers.0:micro2") == (1, "layers.0", 2)
+    assert split_name("head.weight") == (0, "head.weight", 0)
+
+
+@pytest.mark.peers
+def test_reference_csv2tensorboard_reads_the_export(monitor_out, tmp_path):
+    if not os.path.exists(PEER_PY):
+        pytest.skip("peers not installed: run ../shared/peers/setup.sh")
+    main(["monitor", "export-csv", str(monitor_out), "-o", str(tmp_path / "x")])
+    script = (
+        "from msprobe.pytorch.monitor.csv2tb import csv2tensorboard_by_step as f\n"
+        f"f({str(tmp_path / 'x')!r}, output_dirpath={str(tmp_path / 'tb')!r})\n"
+    )
+    subprocess.run([PEER_PY, "-c", script], check=True, capture_output=True, timeout=120,
+                   env=dict(os.environ, MONITOR_OUTPUT_DIR=str(tmp_path / "peer_out")))
+    from tests.monitor.helpers import read_scalars
+
+    s = read_scalars(str(tmp_path / "tb" / "rank0" / "grad_reduced"))
+    ours = read_scalars(str(monitor_out / "rank0"))
+    assert s["vp0:head.weight/norm"][1] == pytest.approx(ours["head.weight/grad_norm"][1], rel=1e-5)
+    a = read_scalars(str(tmp_path / "tb" / "rank0" / "actv"))
+    assert "vp0:layers.0.output:micro0/max" in a

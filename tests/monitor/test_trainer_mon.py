@@ -1,0 +1,162 @@
+"""TrainerMon on real CPU training loops: what it records, when, and that the numbers are the real ones."""
+import math
+import os
+
+import pytest
+import torch
+
+from tbprobe.monitor import TrainerMon
+from tests.monitor.helpers import Net, read_anomalies, read_scalars, train, write_config
+
+ALL_OPS = ["min", "max", "mean", "norm", "zeros", "nans"]
+
+
+def _run(tmp_path, steps=4, model=None, opt=None, grad_acc=1, train_kw=None, **cfg):
+    torch.manual_seed(0)
+    model = model or Net()
+    opt = opt or torch.optim.Adam(model.parameters(), lr=1e-2)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", **cfg))
+    mon.set_monitor(model, opt, grad_acc_steps=grad_acc)
+    train(model, opt, steps, grad_acc=grad_acc, **(train_kw or {}))
+    mon.close()
+    return mon, model, opt, str(tmp_path / "out" / "rank0")
+
+
+def test_records_every_distribution_with_true_values(tmp_path):
+    mon, model, opt, run = _run(
+        tmp_path, steps=3, targets={"layers.0": {}, "head": {}}, xy_distribution=True, wg_distribution=True,
+        mv_distribution=True, param_distribution=True, ops=ALL_OPS, train_kw={"zero_last": False},
+    )
+    assert mon.errors == 0
+    s = read_scalars(run)
+    for tag in ["layers.0/input_norm", "layers.0/output_max", "head/input_grad_mean", "head/output_grad_norm",
+                "layers.0/output_grad_zeros", "head.weight/grad_norm", "layers.0.fc.bias/grad_nans",
+                "head.weight/param_norm", "head.weight/param_updated_norm", "head.weight/exp_avg_norm",
+                "layers.0.fc.weight/exp_avg_sq_max"]:
+        assert tag in s, tag
+    assert set(s["head.weight/grad_norm"]) == {0, 1, 2}
+    assert not any(t.startswith("layers.1") for t in s)  # not a target
+    # The last step's numbers are the model's real ones (gradients kept after the last step).
+    assert s["head.weight/grad_norm"][2] == pytest.approx(model.head.weight.grad.norm().item(), rel=1e-5)
+    assert s["head.weight/grad_max"][2] == pytest.approx(model.head.weight.grad.max().item(), rel=1e-6)
+    assert s["head.weight/param_updated_norm"][2] == pytest.approx(model.head.weight.norm().item(), rel=1e-5)
+    # exp_avg is read before the step: undo Adam's update of step 2 (m = 0.9 m_prev + 0.1 g) to check it.
+    g = model.head.weight.grad
+    m_prev = (opt.state[model.head.weight]["exp_avg"] - 0.1 * g) / 0.9
+    assert s["head.weight/exp_avg_norm"][2] == pytest.approx(m_prev.norm().item(), rel=1e-4)
+    g1 = model.layers[0].fc.weight.grad
+    assert s["layers.0.fc.weight/grad_zeros"][2] == pytest.approx((g1.abs() < 1e-8).float().mean().item())
+    assert s["layers.0.fc.weight/grad_nans"][0] == 0.0
+
+
+def test_activation_statistics_match_a_manual_forward(tmp_path):
+    torch.manual_seed(1)
+    model = Net()
+    seen = {}
+    model.layers[1].register_forward_hook(lambda m, a, out: seen.setdefault("out", out.detach().clone()))
+    _, _, _, run = _run(tmp_path, steps=1, model=model, targets={"layers.1": {}}, xy_distribution=True,
+                        ops=["mean", "norm"])
+    s = read_scalars(run)
+    assert s["layers.1/output_norm"][0] == pytest.approx(seen["out"].norm().item(), rel=1e-5)
+    assert s["layers.1/output_mean"][0] == pytest.approx(seen["out"].mean().item(), rel=1e-5, abs=1e-7)
+    assert "layers.1/output_min" not in s  # only the configured statistics
+
+
+def test_step_schedule_start_interval_collect_times(tmp_path):
+    mon, *_, run = _run(tmp_path, steps=12, wg_distribution=True, start_step=2, step_interval=3, collect_times=3)
+    s = read_scalars(run)
+    assert set(s["head.weight/grad_norm"]) == {2, 5, 8}
+    assert not mon.monitoring  # hooks removed once collect_times is reached
+
+
+def test_gradient_accumulation_micro_steps(tmp_path):
+    _, _, _, run = _run(tmp_path, steps=2, grad_acc=3, targets={"layers.0": {}}, xy_distribution=True,
+                        wg_distribution=True)
+    s = read_scalars(run)
+    for m in range(3):
+        assert set(s[f"layers.0:micro{m}/output_norm"]) == {0, 1}
+    assert "layers.0:micro3/output_norm" not in s
+    assert set(s["layers.0.fc.weight/grad_norm"]) == {0, 1}
+
+
+def test_nan_and_inf_are_recorded_and_reported(tmp_path):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", targets={"layers.0": {}}, xy_distribution=True,
+                                  ops=["max", "norm", "nans"]))
+    mon.set_monitor(model, opt)
+    train(model, opt, 2)
+    model.layers[0].poison = float("inf")
+    train(model, opt, 1, seed=5)
+    model.layers[0].poison = float("nan")
+    train(model, opt, 1, seed=6)
+    mon.close()
+    assert mon.errors == 0 and mon._writer.errors == 0
+    run = str(tmp_path / "out" / "rank0")
+    s = read_scalars(run)
+    assert math.isinf(s["layers.0/output_max"][2]) and math.isinf(s["layers.0/output_norm"][2])
+    assert math.isnan(s["layers.0/output_norm"][3]) and s["layers.0/output_nans"][3] == 32.0
+    assert s["layers.0/output_nans"][1] == 0.0
+    found = {(a["step"], a["tag"]) for a in read_anomalies(run) if a["rule"] == "AnomalyNan"}
+    assert (2, "layers.0/output_norm") in found and (3, "layers.0/output_norm") in found
+    assert not any(step < 2 for step, _ in found)
+    assert "anomaly/AnomalyNan/layers.0/output_norm" in s  # also an event, for TensorBoard's SCALARS tab
+
+
+def test_spike_is_detected_by_moving_average_turbulence(tmp_path):
+    _, _, _, run = _run(
+        tmp_path, steps=20, targets={"layers.0": {}}, xy_distribution=True, ops=["max", "norm"],
+        alert={"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1.0}}]},
+        train_kw={"scale": {14: 30.0}},
+    )
+    hits = [a for a in read_anomalies(run) if a["tag"] == "layers.0/input_norm"]
+    assert [a["step"] for a in hits] == [14]
+    assert hits[0]["rule"] == "AnomalyTurbulence" and hits[0]["value"] > 10 * hits[0]["history"]
+    # max is not a turbulence statistic (as in the reference): no report for it
+    assert not any(a["tag"].endswith("_max") for a in read_anomalies(run))
+
+
+def test_a_failing_statistic_never_reaches_training(tmp_path, monkeypatch):
+    import tbprobe.monitor.hooks as hooks
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(hooks, "tensor_stats", broken)
+    mon, model, _, run = _run(tmp_path, steps=2, xy_distribution=True, wg_distribution=True)
+    assert mon.errors > 0
+    assert "head.weight/grad_norm" in read_scalars(run)  # the optimizer-side statistics still arrive
+
+
+def test_one_run_folder_per_rank_with_meta(tmp_path):
+    import json
+
+    _, _, _, run = _run(tmp_path, steps=1, targets={"head": {}}, xy_distribution=True)
+    assert sorted(os.listdir(tmp_path / "out")) == ["rank0"]
+    meta = json.loads((tmp_path / "out" / "rank0" / "monitor_meta.json").read_text())
+    assert meta["shapes"]["head/output"] == [[4, 2], "torch.float32"]
+    assert meta["ops"] == ["norm"]
+
+
+def test_dynamic_on_off_through_the_config_file(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("DYNAMIC_MONITOR", "true")
+    cfg_path = write_config(tmp_path, tmp_path / "out", wg_distribution=True, dynamic_on=False, collect_times=2)
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = TrainerMon(cfg_path)
+    mon.set_monitor(model, opt)
+    train(model, opt, 3)  # steps 0-2: off
+    raw = json.load(open(cfg_path))
+    raw["dynamic_on"] = True
+    with open(cfg_path, "w") as f:
+        json.dump(raw, f)
+    os.utime(cfg_path, ns=(1, 10**18))  # a changed mtime even on coarse clocks
+    train(model, opt, 5)  # steps 3-7: on from step 4, for collect_times=2 steps
+    mon.close()
+    s = read_scalars(str(tmp_path / "out" / "rank0"))
+    assert set(s["head.weight/grad_norm"]) == {4, 5}
+    assert json.load(open(cfg_path))["dynamic_on"] is False  # switched back off for the next time

@@ -1,0 +1,120 @@
+"""Manual matches and legend edits go to side files; the database changes only on an explicit apply."""
+import hashlib
+import json
+import os
+
+from tests.tb_plugin.conftest import db_file, sql
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_match_writes_the_reference_side_file_and_never_the_database(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    db = logdir / run / file
+    before = _digest(db)
+    status, body = api.post("/api/match", dict(run=run, file=file, step=0, rank=0, debug="Tensor.__mul__.1.forward",
+                                               bench="Tensor.__add__.1.forward", descendants=False))
+    assert status == 200, body
+    tag = file[: -len(".vis.db")]
+    assert body["file"] == f"{tag}_0_0.vis.config"
+    with open(logdir / run / body["file"], encoding="utf-8") as f:
+        assert json.load(f) == {"Tensor.__mul__.1.forward": "Tensor.__add__.1.forward"}
+    changed = {(c["side"], c["name"]): c for c in body["changed"]}
+    assert changed[("NPU", "Tensor.__mul__.1.forward")]["matched"] is True
+    # precision recomputed by the graph builder's compare (the stored row had none: it was unmatched)
+    assert changed[("NPU", "Tensor.__mul__.1.forward")]["precision"] in (0.0, 0.5, 1.0)
+    assert changed[("Bench", "Tensor.__add__.1.forward")]["matched"] is True
+    assert _digest(db) == before
+    assert sorted(os.listdir(logdir / run)) == sorted([file, body["file"]])  # no -wal/-shm left by reads
+    # a fresh server (a reload) shows it
+    from tests.tb_plugin.conftest import make_api
+    again = make_api(logdir)
+    _, matches = again.get("/api/matches", run=run, file=file, step=0, rank=0)
+    assert matches["matches"] == {"Tensor.__mul__.1.forward": "Tensor.__add__.1.forward"}
+    _, kids = again.get("/api/children", run=run, file=file, step=0, rank=0, side="NPU",
+                        node="Module.layers.1.Block.forward.0")
+    mul = [c for c in kids["children"] if c["name"] == "Tensor.__mul__.1.forward"][0]
+    assert mul["matched"] is True and mul["manual"] is True
+    _, node = again.get("/api/node", run=run, file=file, step=0, rank=0, side="NPU", node="Tensor.__mul__.1.forward")
+    assert node["counterpart"] == "Tensor.__add__.1.forward"
+
+
+def test_match_unknown_nodes_is_404_and_writes_nothing(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    status, _ = api.post("/api/match", dict(run=run, file=file, step=0, rank=0, debug="nope", bench="DefaultModel"))
+    assert status == 404
+    status, _ = api.post("/api/match", dict(run=run, file=file, step=0, rank=0, debug="DefaultModel", bench="nope"))
+    assert status == 404
+    assert not [n for n in os.listdir(logdir / run) if n.endswith(".vis.config")]
+    run, file = db_file(logdir, "build")
+    status, body = api.post("/api/match", dict(run=run, file=file, step=0, rank=0, debug="DefaultModel",
+                                               bench="DefaultModel"))
+    assert status in (400, 404)
+
+
+def test_unmatch_with_descendants_and_rematch(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0)
+    module = "Module.layers.0.Block.forward.0"
+    status, body = api.post("/api/unmatch", dict(q, debug=module, descendants=True))
+    assert status == 200
+    _, kids = api.get("/api/children", side="NPU", node=module, **q)
+    assert kids["children"] and all(not c["matched"] and c["precision"] is None for c in kids["children"])
+    _, bench_kids = api.get("/api/children", side="Bench", node=module, **q)
+    assert all(not c["matched"] for c in bench_kids["children"])
+    _, m = api.get("/api/matches", **q)
+    assert module in m["unmatched"] and not m["matches"]
+    status, body = api.post("/api/match", dict(q, debug=module, bench=module, descendants=True))
+    assert status == 200
+    _, kids = api.get("/api/children", side="NPU", node=module, **q)
+    assert all(c["matched"] for c in kids["children"])
+    _, m = api.get("/api/matches", **q)
+    assert m["unmatched"] == [] and m["matches"][module] == module
+    assert len(m["matches"]) == 1 + sum(1 for _ in sql(logdir / run / file,
+        "WITH RECURSIVE d(n) AS (SELECT ? UNION SELECT node_name FROM tb_nodes, d WHERE up_node = d.n"
+        " AND data_source='NPU') SELECT n FROM d", (module,))) - 1
+
+
+def test_legend_edit_validation_and_readback(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    colors = {"#00FF00": {"value": [0, 0.5], "description": "ok", "accuracy_level": "pass"},
+              "#FFFF00": {"value": [0.5, 0.8], "description": "hm", "accuracy_level": "warning"},
+              "#FF0000": {"value": [0.8, 1], "description": "bad", "accuracy_level": "error"},
+              "#C7C7C7": {"value": [], "description": "none", "accuracy_level": "unmatched node"}}
+    status, body = api.post("/api/legend", dict(run=run, file=file, node_colors=colors))
+    assert status == 200
+    status, legend = api.get("/api/legend", run=run, file=file)
+    assert legend["edited"] is True and legend["node_colors"]["#00FF00"]["value"] == [0, 0.5]
+    _, meta = api.get("/api/meta", run=run, file=file)
+    assert meta["node_colors"] == legend["node_colors"]
+    assert os.path.exists(logdir / run / (file + ".legend.json"))
+    for bad in ({}, {"red": {"value": []}}, {"#GG0000": {"value": []}}, {"#FF0000": {"value": "x"}},
+                {"#FF0000": {"value": [0, 1, 2]}}):
+        assert api.post("/api/legend", dict(run=run, file=file, node_colors=bad))[0] == 400
+
+
+def test_apply_backs_up_then_writes_the_edits(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    db = logdir / run / file
+    q = dict(run=run, file=file, step=0, rank=0)
+    assert api.post("/api/apply", dict(run=run, file=file))[0] == 409  # nothing to apply yet
+    before = _digest(db)
+    api.post("/api/match", dict(q, debug="Tensor.__mul__.1.forward", bench="Tensor.__add__.1.forward"))
+    api.post("/api/unmatch", dict(q, debug="Module.head.Linear.forward.0"))
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200, body
+    backup = logdir / run / body["backup"]
+    assert _digest(backup) == before
+    (link, modified), = sql(db, "SELECT matched_node_link, modified FROM tb_nodes WHERE data_source='NPU' AND"
+                                " node_name='Tensor.__mul__.1.forward'")
+    assert json.loads(link)[-1] == "Tensor.__add__.1.forward" and modified == 1
+    (prec, out), = sql(db, "SELECT precision_index, output_data FROM tb_nodes WHERE data_source='NPU' AND"
+                           " node_name='Tensor.__mul__.1.forward'")
+    assert prec in (0, 0.5, 1) and "Max diff" in out
+    (link,), = sql(db, "SELECT matched_node_link FROM tb_nodes WHERE data_source='NPU' AND"
+                       " node_name='Module.head.Linear.forward.0'")
+    assert json.loads(link) == []
+    _, node = api.get("/api/node", side="NPU", node="Tensor.__mul__.1.forward", **q)  # the server sees the new file
+    assert node["matched_node_link"][-1] == "Tensor.__add__.1.forward"

@@ -1,0 +1,195 @@
+"""Read routes on every reference-built database: runs, meta, root, children, node, overflow, findings."""
+import json
+import os
+
+import pytest
+
+from tests.tb_plugin.conftest import db_file, fixture_dbs, sql
+
+
+def test_runs_lists_every_database_at_any_depth_with_relative_runs(api, logdir):
+    os.makedirs(logdir / "a" / "x")
+    os.makedirs(logdir / "b" / "x")  # same folder name in two places: two different runs
+    src = logdir / "out" / "build"
+    name = os.listdir(src)[0]
+    for d in ("a/x", "b/x"):
+        (logdir / d / name).write_bytes((src / name).read_bytes())
+    status, body = api.get("/api/runs")
+    assert status == 200
+    runs = {r["run"]: r["files"] for r in body["runs"]}
+    for case, file in fixture_dbs():
+        assert [f["file"] for f in runs[f"out/{case}"]] == [file]
+    assert "a/x" in runs and "b/x" in runs
+    assert runs["out/cmp_stat"][0]["graph_type"] == "compare"
+    assert runs["out/build"][0]["graph_type"] == "build"
+    assert runs["out/build"][0]["format"] == "db"
+
+
+def test_new_file_appears_without_restart(api, logdir):
+    _, before = api.get("/api/runs")
+    assert "late" not in {r["run"] for r in before["runs"]}
+    os.makedirs(logdir / "late")
+    src = logdir / "out" / "build"
+    name = os.listdir(src)[0]
+    (logdir / "late" / name).write_bytes((src / name).read_bytes())
+    _, after = api.get("/api/runs")
+    assert "late" in {r["run"] for r in after["runs"]}
+
+
+def test_a_corrupt_file_is_listed_with_its_error_and_refused_clearly(api, logdir):
+    (logdir / "bad.vis.db").write_bytes(b"this is not sqlite" * 100)
+    _, body = api.get("/api/runs")
+    entry = [f for r in body["runs"] if r["run"] == "." for f in r["files"]][0]
+    assert entry["graph_type"] is None and "bad.vis.db" in entry["error"]
+    status, err = api.get("/api/meta", run=".", file="bad.vis.db")
+    assert status == 400 and "bad.vis.db" in err["error"]
+
+
+@pytest.mark.parametrize("case,file", fixture_dbs())
+def test_meta_matches_tb_config(api, logdir, case, file):
+    status, meta = api.get("/api/meta", run=f"out/{case}", file=file)
+    assert status == 200
+    (gtype, steps, ranks), = sql(logdir / "out" / case / file, "SELECT graph_type, step_list, rank_list FROM tb_config")
+    assert meta["graph_type"] == gtype
+    assert meta["steps"] == json.loads(steps) and meta["ranks"] == json.loads(ranks)
+    assert meta["sides"] == (["NPU", "Bench"] if gtype == "compare" else ["NPU"])
+    assert meta["writer"] == "msprobe"
+    assert isinstance(meta["node_colors"], dict)
+
+
+@pytest.mark.parametrize("case,file", fixture_dbs())
+def test_walking_children_from_the_root_visits_every_node_once_in_order(api, logdir, case, file):
+    _, meta = api.get("/api/meta", run=f"out/{case}", file=file)
+    path = logdir / "out" / case / file
+    for step in meta["steps"]:
+        for rank in meta["ranks"]:
+            for side in meta["sides"]:
+                q = dict(run=f"out/{case}", file=file, step=step, rank=rank, side=side)
+                status, root = api.get("/api/root", **q)
+                assert status == 200, root
+                expected = {name: (up, order) for name, up, order in sql(
+                    path, "SELECT node_name, up_node, node_order FROM tb_nodes WHERE step=? AND rank=? AND"
+                          " data_source=?", (step, rank, side))}
+                seen = {root["name"]}
+                todo = [root]
+                while todo:
+                    node = todo.pop()
+                    status, page = api.get("/api/children", node=node["name"], **q)
+                    assert status == 200
+                    assert page["total"] == node["n_children"] == len(page["children"])
+                    orders = [c["order"] for c in page["children"]]
+                    assert orders == sorted(orders)  # execution order
+                    for child in page["children"]:
+                        assert expected[child["name"]][0] == node["name"]
+                        assert child["name"] not in seen
+                        seen.add(child["name"])
+                        todo.append(child)
+                assert seen == set(expected)
+
+
+def test_root_summary_rolls_up_the_worst_result_of_the_subtree(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    status, root = api.get("/api/root", run=run, file=file, step=0, rank=0, side="NPU")
+    assert status == 200
+    worst = sql(logdir / run / file, "SELECT max(precision_index) FROM tb_nodes WHERE data_source='NPU'")[0][0]
+    assert root["subtree_precision"] == worst
+    assert root["subtree_overflow"] == "critical"  # exp(x*1000) in layer 1
+    _, block = api.get("/api/children", run=run, file=file, step=0, rank=0, side="NPU", node="DefaultModel")
+    by_name = {c["name"]: c for c in block["children"]}
+    assert by_name["Module.layers.1.Block.forward.0"]["subtree_overflow"] == "critical"
+    assert by_name["Module.layers.0.Block.forward.0"]["subtree_overflow"] is None
+
+
+def test_children_paging(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU", node="DefaultModel")
+    _, whole = api.get("/api/children", **q)
+    _, page = api.get("/api/children", offset=2, limit=3, **q)
+    assert page["total"] == whole["total"] and page["offset"] == 2
+    assert [c["name"] for c in page["children"]] == [c["name"] for c in whole["children"][2:5]]
+
+
+def test_node_details_of_every_node(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    path = logdir / run / file
+    for name, up, inp, out, link in sql(path, "SELECT node_name, up_node, input_data, output_data, matched_node_link"
+                                             " FROM tb_nodes WHERE data_source='NPU'"):
+        status, node = api.get("/api/node", run=run, file=file, step=0, rank=0, side="NPU", node=name)
+        assert status == 200
+        assert node["name"] == name and (node["parent"] or "") == up
+        assert node["path"][-1] == name and node["path"][0] == "DefaultModel"
+        keys = [p["key"] for p in node["inputs"] + node["outputs"] + node["parameters"]]
+        stored = list(json.loads(inp or "{}")) + list(json.loads(out or "{}"))
+        assert sorted(keys) == sorted(stored)
+        link = json.loads(link or "[]")
+        assert node["counterpart"] == (link[-1] if link else None)
+    _, node = api.get("/api/node", run=run, file=file, step=0, rank=0, side="NPU",
+                      node="Module.layers.1.fc.Linear.forward.0")
+    weight = [p for p in node["parameters"] if p["key"].endswith("parameters.weight")][0]["fields"]
+    assert weight["Max diff"] == pytest.approx(0.05, abs=1e-6)  # the perturbation of the debug side, as a number
+    assert weight["MaxRelativeErr"].endswith("%") and weight["shape"] == "[8, 8]"
+    assert node["stack"] and node["counterpart_data"]["outputs"]
+
+
+def test_distributed_links_and_peers(api, logdir):
+    run, file = db_file(logdir, "cmp_dist")
+    status, node = api.get("/api/node", run=run, file=file, step=0, rank=0, side="NPU",
+                           node="Distributed.send.0.forward")
+    assert status == 200
+    assert node["distributed"]["communications_type"] == "send"
+    assert node["distributed"]["nodes_info"]["1"][1] == "Distributed.recv.0.forward"
+    status, peer = api.get("/api/node", run=run, file=file, step=0, rank=1, side="NPU",
+                           node="Distributed.recv.0.forward")
+    assert status == 200 and peer["distributed"]["communications_type"] == "receive"
+
+
+def test_multi_step_rank_graphs_and_missing_ones(api, logdir):
+    run, file = db_file(logdir, "multi")
+    for step in (0, 1):
+        for rank in (0, 1):
+            status, _ = api.get("/api/root", run=run, file=file, step=step, rank=rank, side="Bench")
+            assert status == 200
+    status, err = api.get("/api/root", run=run, file=file, step=7, rank=0, side="NPU")
+    assert status == 404 and "step 7" in err["error"]
+    run, file = db_file(logdir, "build")
+    status, err = api.get("/api/root", run=run, file=file, step=0, rank=0, side="Bench")
+    assert status == 404
+
+
+def test_tp_merge_info_and_rank_collections(api, logdir):
+    run, file = db_file(logdir, "merge_tp")
+    status, node = api.get("/api/node", run=run, file=file, step=0, rank=0, side="NPU", node="Torch.exp.0.forward")
+    assert status == 200 and "tensor parallelism" in node["parallel_merge_info"][0]
+    _, kids = api.get("/api/children", run=run, file=file, step=0, rank=0, side="NPU",
+                      node="Apis_Between_Modules_All_Ranks.0")
+    assert {c["name"] for c in kids["children"]} >= {"Apis_Between_Modules_Rank0.0", "Apis_Between_Modules_Rank1.0"}
+
+
+def test_overflow_list_in_execution_order_first_flagged(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    status, body = api.get("/api/overflow", run=run, file=file, step=0, rank=0)
+    assert status == 200
+    expected = sql(logdir / run / file, "SELECT node_name FROM tb_nodes WHERE data_source='NPU' AND"
+                                        " overflow_level IS NOT NULL AND overflow_level != '' ORDER BY node_order")
+    assert [i["name"] for i in body["items"]] == [r[0] for r in expected]
+    assert [i["first"] for i in body["items"]] == [True] + [False] * (len(expected) - 1)
+
+
+def test_findings_computed_for_msprobe_files(api, logdir):
+    run, file = db_file(logdir, "cmp_tensor")
+    status, body = api.get("/api/findings", run=run, file=file, step=0, rank=0)
+    assert status == 200 and body["source"] == "computed"
+    errors = sql(logdir / run / file, "SELECT node_name, node_order, sub_nodes FROM tb_nodes WHERE data_source='NPU'"
+                                      " AND precision_index = 1 ORDER BY node_order")
+    leaves = [r for r in errors if not r[2]]
+    assert body["first_divergence"]["name"] == (leaves or errors)[0][0]
+    assert body["first_overflow"]["overflow"] in ("medium", "high", "critical")
+
+
+def test_micro_step_filter(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU", node="DefaultModel")
+    _, all_steps = api.get("/api/children", **q)
+    _, step0 = api.get("/api/children", micro_step=0, **q)
+    _, step5 = api.get("/api/children", micro_step=5, **q)
+    assert step0["total"] == all_steps["total"] and step5["total"] == 0

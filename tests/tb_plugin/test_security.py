@@ -1,0 +1,121 @@
+"""Paths stay inside the log directory; writes need our own origin, JSON and a small body; static files too."""
+import os
+
+import pytest
+
+from tests.tb_plugin.conftest import PREFIX, db_file
+
+
+@pytest.mark.parametrize("run,file", [
+    ("../..", "etc"), ("..", "passwd.vis.db"), ("out/../..", "x.vis.db"), ("/etc", "passwd.vis.db"),
+    ("out", "../../etc/passwd"), ("out", "/etc/passwd"), (".", "../secret.vis.db"), ("out/..\\..", "a.vis.db"),
+])
+def test_traversal_is_refused_with_403(api, run, file):
+    status, body = api.get("/api/meta", run=run, file=file)
+    assert status == 403, body
+    assert "refused" in body["error"]
+
+
+def test_encoded_traversal_is_refused(api):
+    resp = api.client.get(PREFIX + "/api/meta?run=%2e%2e%2f%2e%2e&file=%2e%2e%2fetc%2fpasswd")
+    assert resp.status_code == 403
+    resp = api.client.get(PREFIX + "/api/meta?run=out&file=..%2F..%2Fetc%2Fpasswd")
+    assert resp.status_code == 403
+    resp = api.client.get(PREFIX + "/api/meta?run=out%00&file=a.vis.db")
+    assert resp.status_code == 403
+
+
+def test_symlinks_leading_outside_are_refused(api, logdir, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    src = logdir / "out" / "build"
+    name = os.listdir(src)[0]
+    (outside / name).write_bytes((src / name).read_bytes())
+    os.symlink(outside, logdir / "linkdir")
+    os.symlink(outside / name, logdir / "out" / "linked.vis.db")
+    assert api.get("/api/meta", run="linkdir", file=name)[0] == 403
+    assert api.get("/api/meta", run="out", file="linked.vis.db")[0] == 403
+    _, runs = api.get("/api/runs")  # never listed either
+    listed = {(r["run"], f["file"]) for r in runs["runs"] for f in r["files"]}
+    assert ("linkdir", name) not in listed and ("out", "linked.vis.db") not in listed
+    # a link that stays inside is fine
+    os.symlink(src / name, logdir / "out" / "inside.vis.db")
+    assert api.get("/api/meta", run="out", file="inside.vis.db")[0] == 200
+
+
+def test_missing_and_unknown(api, logdir):
+    assert api.get("/api/meta", file="x.vis.db")[0] == 400
+    assert api.get("/api/meta", run="out/build")[0] == 400
+    assert api.get("/api/meta", run="out/nothing", file="x.vis.db")[0] == 404
+    assert api.get("/api/meta", run="out/build", file="notes.txt")[0] == 400
+
+
+@pytest.mark.parametrize("params,needle", [
+    (dict(step="abc"), "step"), (dict(rank="1.5"), "rank"), (dict(side="CPU"), "side"),
+    (dict(limit="0"), "limit"), (dict(limit="999999999"), "limit"), (dict(offset="-1"), "offset"),
+    (dict(micro_step="x"), "micro_step"),
+])
+def test_bad_parameters_are_400_naming_the_parameter(api, logdir, params, needle):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU", node="DefaultModel")
+    q.update(params)
+    status, body = api.get("/api/children", **q)
+    assert status == 400 and needle in body["error"]
+
+
+def test_unknown_node_is_404_on_every_node_route(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU", node="No.such.node.0")
+    for route in ("/api/children", "/api/node"):
+        status, body = api.get(route, **q)
+        assert status == 404 and "No.such.node.0" in body["error"]
+
+
+def _match_body(logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    return dict(run=run, file=file, step=0, rank=0, debug="Tensor.__mul__.1.forward",
+                bench="Tensor.__add__.1.forward", descendants=False)
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://localhost:8080", "https://localhost"])
+def test_cross_origin_post_is_refused(api, logdir, origin):
+    status, body = api.post("/api/match", _match_body(logdir), origin=origin)
+    assert status == 403 and "cross-origin" in body["error"]
+    assert not [n for n in os.listdir(logdir / "out" / "cmp_stat") if n.endswith(".vis.config")]
+
+
+def test_post_without_origin_needs_same_origin_fetch_metadata(api, logdir):
+    status, _ = api.post("/api/match", _match_body(logdir), origin=None)
+    assert status == 403
+    status, _ = api.post("/api/match", _match_body(logdir), origin=None, headers={"Sec-Fetch-Site": "cross-site"})
+    assert status == 403
+    status, _ = api.post("/api/match", _match_body(logdir), origin=None, headers={"Sec-Fetch-Site": "same-origin"})
+    assert status == 200
+
+
+def test_post_content_type_size_and_json_checks(api, logdir):
+    body = _match_body(logdir)
+    assert api.post("/api/match", body, content_type="text/plain")[0] == 415
+    assert api.post("/api/match", body, content_type="application/x-www-form-urlencoded")[0] == 415
+    big = dict(body, pad="x" * (1 << 20))
+    assert api.post("/api/match", big)[0] == 413
+    assert api.post("/api/match", b"{not json")[0] == 400
+    assert api.post("/api/match", b"[1, 2]")[0] == 400
+    assert api.post("/api/match", dict(body, step="x"))[0] == 400
+    assert api.client.get(PREFIX + "/api/match").status_code == 405
+
+
+def test_traversal_in_a_post_body_is_refused(api, logdir):
+    body = dict(_match_body(logdir), run="../..")
+    assert api.post("/api/match", body)[0] == 403
+    assert api.post("/api/apply", {"run": "out", "file": "../../x.vis.db"})[0] == 403
+
+
+def test_static_files(api):
+    resp = api.client.get(PREFIX + "/index.js")
+    assert resp.status_code == 200 and "javascript" in resp.content_type
+    assert b"render" in resp.data
+    for bad in ("/static/../graph_ascend_plugin.py", "/static/%2e%2e/graph_ascend_plugin.py",
+                "/static/..%2Fgraph_ascend_plugin.py"):
+        assert api.client.get(PREFIX + bad).status_code in (403, 404)
+    assert api.client.get(PREFIX + "/static/no-such-file.js").status_code == 404

@@ -67,7 +67,7 @@ def generate(folder: Path, entries: int, seed: int) -> None:
     data, construct, stack = {}, {}, {}
     counters = {}
     layer = 0
-    fwd_order, bwd_plan = [], []
+    fwd_order = []
     while len(fwd_order) * 2 < entries:
         lname = f"Module.module.module.language_model.encoder.layers.{layer}.ParallelTransformerLayer"
         fwd_order.append((lname + ".forward.0", None))
@@ -82,7 +82,7 @@ def generate(folder: Path, entries: int, seed: int) -> None:
     # forward: entries complete children-first; construct is in call order
     for name, parent in fwd_order:
         construct[name] = parent
-    for name, parent in fwd_order:
+    for name, _ in fwd_order:
         if ".forward.0" in name and name.startswith("Module."):
             continue
         data[name] = _api_entry(rng, False)
@@ -195,8 +195,13 @@ def main() -> int:
             res = {}
             out = base / f"out_tbprobe_{kind}"
             shutil.rmtree(out, ignore_errors=True)
-            res["tbprobe"] = measure([PY, "-m", "tbprobe", "graph", "-q", "-tp", str(base / "debug")] + extra
-                                     + ["-o", str(out)], cwd=ROOT)
+            res["tbprobe"] = measure([PY, "-m", "tbprobe.graph_builder", "graph", "-q", "-tp", str(base / "debug")]
+                                     + extra + ["-o", str(out)], cwd=ROOT)
+            if kind == "compare" and n == sizes[0]:
+                # the same work through the full `tbprobe` command (which also loads the other parts' modules)
+                shutil.rmtree(out, ignore_errors=True)
+                res["tbprobe CLI"] = measure([PY, "-m", "tbprobe", "graph", "-q", "-tp", str(base / "debug")]
+                                             + extra + ["-o", str(out)], cwd=ROOT)
             if reference:
                 out = base / f"out_msprobe_{kind}"
                 shutil.rmtree(out, ignore_errors=True)
@@ -206,6 +211,8 @@ def main() -> int:
             rows.append((count, kind, res))
             t = res["tbprobe"]
             line = f"{count:>7} entries {kind:8} tbprobe {_fmt(t[0], t[1])}"
+            if "tbprobe CLI" in res:
+                line += f" (full tbprobe CLI {_fmt(*res['tbprobe CLI'][:2])})"
             if "msprobe" in res:
                 m = res["msprobe"]
                 line += f" | msprobe {_fmt(m[0], m[1])} | speed x{m[0] / t[0]:.1f}, memory {t[1] / m[1]:.2f}"
@@ -219,7 +226,7 @@ def main() -> int:
     nbytes = sum(p.stat().st_size for p in tbase.rglob("*.pt"))
     out = tbase / "out_tbprobe"
     shutil.rmtree(out, ignore_errors=True)
-    wall, peak, _ = measure([PY, "-m", "tbprobe", "graph", "-q", "-tp", str(tbase / "debug"), "-gp",
+    wall, peak, _ = measure([PY, "-m", "tbprobe.graph_builder", "graph", "-q", "-tp", str(tbase / "debug"), "-gp",
                              str(tbase / "bench"), "-o", str(out)], cwd=ROOT)
     print()
     print("| entries per side | work | tbprobe wall | tbprobe peak RSS | msprobe wall | msprobe peak RSS |"
@@ -231,6 +238,12 @@ def main() -> int:
         print(f"| {count} | {kind} | {t[0]:.2f} s | {t[1] / 2**20:.0f} MB | "
               + (f"{m[0]:.2f} s | {m[1] / 2**20:.0f} MB | {m[0] / t[0]:.1f}x | {t[1] / m[1]:.2f} |" if m else
                  "- | - | - | - |"))
+    for count, kind, res in rows:
+        if "tbprobe CLI" in res:
+            c, m = res["tbprobe CLI"], res.get("msprobe")
+            print(f"| {count} | {kind}, via `tbprobe graph` | {c[0]:.2f} s | {c[1] / 2**20:.0f} MB | "
+                  + (f"{m[0]:.2f} s | {m[1] / 2**20:.0f} MB | {m[0] / c[0]:.1f}x | {c[1] / m[1]:.2f} |" if m else
+                     "- | - | - | - |"))
     print(f"\ntensor mode: {nbytes / 2**20:.0f} MB of .pt files (both sides) compared in {wall:.2f} s "
           f"(whole command) = {nbytes / 2**20 / wall:.0f} MB/s, peak RSS {peak / 2**20:.0f} MB")
     return 0

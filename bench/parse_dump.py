@@ -123,8 +123,8 @@ def generate(path: Path, size_mb: float, seed: int = 0) -> int:
             if name.startswith("Module.") and rng.random() < 0.3 and "FusedLayerNorm" in name:
                 grad = {"weight": [_item(rng, (5120,), "torch.float32", False)],
                         "bias": [_item(rng, (5120,), "torch.float32", False)]}
-                gname = name.split(".forward.")[0].rsplit(".", 1)[0] + "." + name.split(".forward.")[0].rsplit(".", 1)[1]
-                f.write(f"{sep}{json.dumps(gname + '.parameters_grad.0')}: "
+                gname = name.split(".forward.")[0] + ".parameters_grad.0"  # Module.<path>.<Class>.parameters_grad.0
+                f.write(f"{sep}{json.dumps(gname)}: "
                         f"{json.dumps(grad, indent=1).replace(chr(10), chr(10) + '  ')}")
                 n += 1
             entry = _bwd(rng, 2 if name.startswith(("Functional.linear", "Torch.")) else 1)
@@ -164,11 +164,11 @@ _MEASURE = textwrap.dedent("""
         from msprobe.core.common.file_utils import load_json as load
         count = lambda d: len(d['data'])
     base = rss_kb()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     d = load(path)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({'seconds': t1 - t0, 'peak_kb': peak, 'base_kb': base, 'entries': count(d)}))
+    print(json.dumps({'seconds': t1 - t0, 'cpu': c1 - c0, 'peak_kb': peak, 'base_kb': base, 'entries': count(d)}))
 """)
 
 
@@ -183,6 +183,7 @@ def measure(kind: str, python: str, path: Path, reps: int) -> dict:
         runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
     best = min(runs, key=lambda r: r["seconds"])
     return {"seconds": best["seconds"], "all_seconds": [r["seconds"] for r in runs],
+            "cpu": min(r["cpu"] for r in runs),
             "peak_mb": min(r["peak_kb"] for r in runs) / 1024,
             "delta_mb": min(r["peak_kb"] - r["base_kb"] for r in runs) / 1024, "entries": best["entries"]}
 
@@ -255,24 +256,27 @@ def main() -> int:
         assert r["entries"] == rows["tbprobe"]["entries"], "the readers disagree on the number of entries"
 
     print(f"\ndump.json: {mb:.1f} MB, {rows['tbprobe']['entries']} entries; best of {reps} runs, each in a fresh process")
-    print(f"{'reader':<40} {'parse s':>8} {'peak MB':>8} {'load MB':>8}")
+    print("wall = elapsed seconds, cpu = process CPU seconds (steadier on a shared machine); load MB = peak RSS minus "
+          "RSS before the load")
+    print(f"{'reader':<40} {'wall s':>7} {'cpu s':>7} {'peak MB':>8} {'load MB':>8}")
     labels = {"tbprobe": "tbprobe load_dump (lazy, default)",
               "tbprobe_all": "tbprobe load_dump + decode every entry",
               "tbprobe_eager": "tbprobe load_dump(lazy=False)",
               "stdlib": "stdlib json.load (for scale)",
               "msprobe": "msprobe load_json (one load)"}
     for k, r in rows.items():
-        print(f"{labels[k]:<40} {r['seconds']:>8.2f} {r['peak_mb']:>8.0f} {r['delta_mb']:>8.0f}")
+        print(f"{labels[k]:<40} {r['seconds']:>7.2f} {r['cpu']:>7.2f} {r['peak_mb']:>8.0f} {r['delta_mb']:>8.0f}")
     if have_peer:
         m = rows["msprobe"]
-        print("\nratios, msprobe / tbprobe (higher is better for tbprobe):")
-        print(f"{'tbprobe reader':<40} {'time, 1 load':>12} " + "".join(f"{'time, ' + c:>14}" for c in loads)
-              + f" {'load MB':>8} {'peak MB':>8}")
+        print("\nratios msprobe / tbprobe (higher is better for tbprobe); time per command = msprobe's loads of one "
+              "dump.json in that command vs tbprobe's one read")
+        head = "".join(f"{c + ' wall':>14}{c + ' cpu':>13}" for c in ["1 load"] + list(loads))
+        print(f"{'tbprobe reader':<40}{head} {'load MB':>8} {'peak MB':>8}")
         for k in ("tbprobe", "tbprobe_all", "tbprobe_eager"):
             t = rows[k]
-            per_cmd = "".join(f"{n * m['seconds'] / t['seconds']:>13.2f}x" for n in loads.values())
-            print(f"{labels[k]:<40} {m['seconds'] / t['seconds']:>11.2f}x {per_cmd} "
-                  f"{m['delta_mb'] / t['delta_mb']:>7.2f}x {m['peak_mb'] / t['peak_mb']:>7.2f}x")
+            cells = "".join(f"{n * m['seconds'] / t['seconds']:>13.2f}x{n * m['cpu'] / t['cpu']:>12.2f}x"
+                            for n in [1] + list(loads.values()))
+            print(f"{labels[k]:<40}{cells} {m['delta_mb'] / t['delta_mb']:>7.2f}x {m['peak_mb'] / t['peak_mb']:>7.2f}x")
         for case, n in loads.items():
             print(f"msprobe graph_visualize {case}: json.load of each dump.json {n} time(s) per command")
     else:

@@ -55,7 +55,7 @@ def main() -> None:
         if rect is None:
             page.get_by_test_id("fit-button").click()
             rect = page.evaluate(f"() => window.__tbprobe.nodeRect('NPU', {a.big!r})")
-        page.evaluate("() => { window.__t0 = performance.now(); }")
+        page.evaluate("() => { performance.clearResourceTimings(); window.__t0 = performance.now(); }")
         page.mouse.dblclick(rect["x"] + rect["w"] / 2, rect["y"] + min(rect["h"] / 2, 8))
         page.wait_for_function(f"() => window.__tbprobe.expanded('NPU').includes({a.big!r})",
                                polling="raf", timeout=60_000)
@@ -65,6 +65,12 @@ def main() -> None:
         all_ms = page.evaluate("() => performance.now() - window.__t0")
         rows.append(("expand the 20k-children module -> its boxes drawn (ms)", first_ms))
         rows.append(("expand -> all 20k names loaded, both sides (ms)", all_ms))
+        sent = page.evaluate("() => performance.getEntriesByType('resource')"
+                             ".filter(e => e.name.includes('/api/')).map(e => [e.name, e.transferSize])")
+        first_kb = sum(size for url, size in sent if "limit=2000" in url and "side=NPU" in url) / 1024
+        total_mb = sum(size for _, size in sent) / 2**20
+        rows.append(("expand: first response, debug side (KiB)", first_kb))
+        rows.append(("expand: all responses, both sides, children + node (MiB)", total_mb))
         page.get_by_test_id("fit-button").click()
         time.sleep(0.5)
         # A drag driven from inside the page: one pointermove per animation frame for 3 s (Playwright's own mouse
@@ -93,6 +99,8 @@ def main() -> None:
           };
           requestAnimationFrame(step);
         })""")
+        worker = page.evaluate("() => window.__tbprobe.stats('NPU').worker")
+        print(f"layout worker in use: {worker}")
         rows.append(("nodes drawn per frame while panning", res["visited"]))
         rows.append(("panning: frames drawn per second", res["fps"]))
         rows.append(("panning: longest frame (ms)", res["worst"]))

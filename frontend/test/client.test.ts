@@ -84,4 +84,14 @@ describe("api client URLs", () => {
     expect(r.children.length).toBe(120000);
     expect(r.children[119999].name).toBe("n119999");
   });
+
+  it("counts requests in flight (the test hooks' ready flag waits for 0)", async () => {
+    let release: (r: Response) => void = () => undefined;
+    const api = new ApiClient("http://h/", () => new Promise<Response>((r) => (release = r)));
+    const p = api.runs();
+    expect(api.inflight).toBe(1);
+    release(new Response(JSON.stringify({ runs: [] })));
+    await p;
+    expect(api.inflight).toBe(0);
+  });
 });

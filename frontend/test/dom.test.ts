@@ -63,3 +63,13 @@ describe("node details tables", () => {
     expect(Object.keys(l)).toEqual(["#ABCDEF", "#222222"]);
   });
 });
+
+describe("compare dashboard columns", () => {
+  it("puts identity, then comparison results, then raw statistics; hides data_name", async () => {
+    const { orderColumns } = await import("../src/views/compareView");
+    const cols = ["node", "order", "precision", "io", "key", "type", "dtype", "Max", "Min", "data_name", "Max diff",
+      "MaxRelativeErr", "Result"];
+    expect(orderColumns(cols, { "Max diff": "tip" })).toEqual(["node", "order", "precision", "io", "key", "Max diff",
+      "MaxRelativeErr", "Result", "type", "dtype", "Max", "Min"]);
+  });
+});

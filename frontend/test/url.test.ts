@@ -21,6 +21,7 @@ describe("state <-> URL", () => {
     s.precisionFilter = ["error", "warning"];
     s.overflowFilter = ["critical"];
     s.lang = "zh";
+    s.camera = { NPU: [0.125, 1234.5, -20], Bench: null };
     const q = stateToQuery(s);
     expect(q).not.toMatch(/[ <>#]/);
     expect(queryToState(q)).toEqual(s);
@@ -29,7 +30,7 @@ describe("state <-> URL", () => {
 
   it("writes nothing for the defaults and ignores junk", () => {
     expect(stateToQuery(defaultState())).toBe("");
-    const s = queryToState("step=abc&rank=-&tab=nope&sel=Other:x&color=rainbow&lang=fr&zzz=1");
+    const s = queryToState("step=abc&rank=-&tab=nope&sel=Other:x&color=rainbow&lang=fr&zzz=1&zn=1,2&zb=-1,0,0");
     expect(s).toEqual(defaultState());
   });
 

@@ -1,16 +1,21 @@
 """Per-step health scalars in TensorBoard event files, written with TensorBoard's own event writer.
 
-Folder: <dump_path>/tbprobe_events/<rank dir>/, so `tensorboard --logdir <dump_path>` shows them next to the
-graph. Tags: tbprobe/nonfinite_tensors, tbprobe/max_abs, tbprobe/records.
+Folder: <dump_path>_events/<rank dir>/, a sibling of the dump: msprobe's tools refuse a dump folder holding
+anything but step folders. `tensorboard --logdir <parent of dump_path>` shows them.
+Tags: tbprobe/nonfinite_tensors, tbprobe/max_abs, tbprobe/records, tbprobe/hook_errors.
 """
 import logging
 import os
 import time
 from typing import Dict
 
-__all__ = ["HealthEvents"]
+__all__ = ["HealthEvents", "events_dir"]
 
 log = logging.getLogger("tbprobe.collector")
+
+
+def events_dir(dump_path: str) -> str:
+    return os.path.normpath(dump_path) + "_events"
 
 
 class HealthEvents:
@@ -31,7 +36,7 @@ class HealthEvents:
             return
         w = self._writers.get(rank_dir)
         if w is None:
-            w = EventFileWriter(os.path.join(self.dump_path, "tbprobe_events", rank_dir))
+            w = EventFileWriter(os.path.join(events_dir(self.dump_path), rank_dir))
             self._writers[rank_dir] = w
         values = [summary_pb2.Summary.Value(tag=f"tbprobe/{k}", simple_value=float(v)) for k, v in health.items()]
         w.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)))

@@ -77,7 +77,7 @@ def fill_items(record: StepRecord, values: Sequence[Optional[List[float]]]) -> D
         item["Min"] = _num(row[1], is_int, is_bool)
         item["Mean"] = row[2]
         item["Norm"] = row[3]
-        item["zero_count"] = int(numel - row[4])
+        item["zero_count"] = row[4]
         item["nan_count"] = row[5]
         item["inf_count"] = row[6]
         if not (math.isfinite(row[0]) and math.isfinite(row[1])):

@@ -167,10 +167,13 @@ def _split_members(s: Stream, start: int, cut: int, raw: Dict[str, str]) -> None
             name, end = _scanstring(piece, 0, True)
         except ValueError as exc:
             s.fail(f"bad entry name ({exc})", off)
-        v = WS.match(piece, end).end()
-        if not piece.startswith(":", v):
-            s.fail("expected ':' after an entry name", off + v)
-        v = WS.match(piece, v + 1).end()
+        if piece.startswith(': {', end):  # the reference's layout: skip the regular expressions
+            v = end + 2
+        else:
+            v = WS.match(piece, end).end()
+            if not piece.startswith(":", v):
+                s.fail("expected ':' after an entry name", off + v)
+            v = WS.match(piece, v + 1).end()
         if not piece.startswith("{", v) or not piece.endswith("}"):
             s.fail(f'entry "{name}" must be an object', off + v)
         raw[name] = piece
@@ -180,5 +183,7 @@ def _split_members(s: Stream, start: int, cut: int, raw: Dict[str, str]) -> None
 def entry_value_start(text: str) -> int:
     """Where the value starts in a stored entry text (`name": {...}`)."""
     _, end = _scanstring(text, 0, True)
+    if text.startswith(': {', end):
+        return end + 2
     v = WS.match(text, end).end()
     return WS.match(text, v + 1).end()

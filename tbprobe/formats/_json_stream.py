@@ -34,10 +34,6 @@ def json_type(v: Any) -> str:
             float: "a number"}.get(type(v), type(v).__name__)
 
 
-class _NeedMore(Exception):
-    """The buffer ends inside the value being decoded: read another block and try again."""
-
-
 class Stream:
     """Text of a file read block by block; `pos` indexes `buf`. Keeps only the unconsumed tail in memory."""
 
@@ -49,15 +45,16 @@ class Stream:
         self.pos = 0
         self.eof = False
         self.dropped_chars = 0  # characters consumed and dropped before buf[0]
-        self.dropped_lines = 0
-        self.tail_col = 0  # characters of the current line already dropped
         self.bytes_read = 0
         self.block = block
 
-    def more(self) -> None:
+    def more(self, grow: bool = False) -> None:
+        """Read the next block. grow: at least as much again as the pending text, so that re-decoding a value
+        longer than a block after each read costs at most twice its length in all."""
         if self.eof:
-            raise _NeedMore()
-        block = self.f.read(self.block)
+            raise RuntimeError("read past the end of the file")  # callers check eof first
+        size = max(self.block, len(self.buf) - self.pos) if grow else self.block
+        block = self.f.read(size)
         try:
             text = self.decoder.decode(block, final=not block)
         except UnicodeDecodeError as exc:
@@ -65,13 +62,9 @@ class Stream:
         self.bytes_read += len(block)
         if not block:
             self.eof = True
-        tail = self.buf[self.pos:]
-        consumed = self.buf[: self.pos]
-        self.dropped_lines += consumed.count("\n")
-        nl = consumed.rfind("\n")
-        self.tail_col = len(consumed) - nl - 1 if nl >= 0 else self.tail_col + len(consumed)
+        # Lines are not counted here (that would cost a pass over the text); `where` counts them on error.
         self.dropped_chars += self.pos
-        self.buf = tail + text
+        self.buf = self.buf[self.pos:] + text
         self.pos = 0
 
     def absolute(self, pos: int) -> int:
@@ -79,10 +72,17 @@ class Stream:
         return self.dropped_chars + pos
 
     def where(self, pos: int) -> str:
-        line = self.dropped_lines + self.buf.count("\n", 0, pos) + 1
-        start = self.buf.rfind("\n", 0, pos) + 1
-        column = pos - start + 1 + (self.tail_col if start == 0 else 0)
-        return f"line {line} column {column}"
+        """"line L column C" of a buffer position; the dropped text is read again from the file (error path only)."""
+        before = self._text_before(self.dropped_chars) + self.buf[:pos]
+        line = before.count("\n") + 1
+        return f"line {line} column {len(before) - (before.rfind(chr(10)) + 1) + 1}"
+
+    def _text_before(self, n_chars: int) -> str:
+        if n_chars == 0:
+            return ""
+        with open(self.path, "rb") as f:
+            text = f.read(n_chars * 4 + 4).decode("utf-8", errors="replace")
+        return text[:n_chars]
 
     def skip_ws(self) -> str:
         """Skip whitespace and return the next character ('' at end of file)."""
@@ -108,7 +108,7 @@ class Stream:
                 value, end = parse(self.buf, self.pos)
             except (StopIteration, json.JSONDecodeError, ValueError) as exc:
                 if not self.eof:
-                    self.more()
+                    self.more(grow=True)
                     continue
                 where = getattr(exc, "pos", None)
                 if isinstance(exc, StopIteration):
@@ -119,7 +119,7 @@ class Stream:
                 self.fail(problem, where)
             # A value that ends exactly at the buffer end may be cut short (a number): only trust it at EOF.
             if end >= len(self.buf) and not self.eof:
-                self.more()
+                self.more(grow=True)
                 continue
             self.pos = end
             return value
@@ -137,12 +137,3 @@ def decode_problem(exc: BaseException) -> str:
     if isinstance(exc, StopIteration):
         return "expected a value"
     return str(exc)
-
-
-def _scan_value(s: str, idx: int) -> Tuple[Any, int]:
-    return _scan_once(s, idx)
-
-
-def _scan_key(s: str, idx: int) -> Tuple[str, int]:
-    # idx points at the opening quote
-    return _scanstring(s, idx + 1, True)

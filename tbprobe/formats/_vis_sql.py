@@ -38,15 +38,23 @@ def _check_sqlite(conn: sqlite3.Connection) -> None:
 def open_db(path: PathLike, readonly: bool = True) -> sqlite3.Connection:
     """Open a .vis.db (or any SQLite file) and check that it is one.
 
-    Read-only opens use `mode=ro`; a WAL database in a folder the process cannot write fails there (SQLite cannot
-    create the -shm file), so the open falls back to `mode=ro&immutable=1`, which reads the main file as it is.
+    Read-only opens: when no `-wal` file is beside the database nobody is writing it, so it is opened
+    `mode=ro&immutable=1` (no locks, and no -wal/-shm files left in the user's folder; open again to see later
+    writes). When a `-wal` file exists a writer may be active (e.g. a LiveVisDb during training): `mode=ro` reads
+    its committed pages; in a folder the process cannot write that fails (SQLite cannot create the -shm file), and
+    the open falls back to `mode=ro&immutable=1`, which reads the main file as it is.
     A corrupt or non-SQLite file raises FormatError naming it."""
     p = Path(path)
     if not p.exists():
         raise FormatError(p, "no such database file")
     if not p.is_file():
         raise FormatError(p, "expected a .vis.db file, found a folder")
-    attempts = [_uri(p, "mode=ro"), _uri(p, "mode=ro&immutable=1")] if readonly else [str(p)]
+    if not readonly:
+        attempts = [str(p)]
+    elif Path(f"{p}-wal").exists():
+        attempts = [_uri(p, "mode=ro"), _uri(p, "mode=ro&immutable=1")]
+    else:
+        attempts = [_uri(p, "mode=ro&immutable=1")]
     last: Optional[sqlite3.Error] = None
     for target in attempts:
         conn = None

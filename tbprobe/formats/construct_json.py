@@ -60,8 +60,8 @@ def write_construct(
     micro_steps: Optional[Mapping[str, int]] = None,
     megatron_micro_step_number: Optional[int] = None,
 ) -> None:
-    """Write construct.json like the reference (one key per line, null for the top level). With `micro_steps`,
-    the Megatron form `[parent, micro_step]`."""
+    """Write construct.json byte for byte as the reference does (json.dump with indent 1; null for the top level).
+    With `micro_steps`, the Megatron form `[parent, micro_step]` (kept on one line)."""
     lines = []
     for child, parent in parents.items():
         if micro_steps is not None and child in micro_steps:
@@ -72,4 +72,4 @@ def write_construct(
     if megatron_micro_step_number is not None:
         lines.append(f' "{MEGATRON_KEY}": {int(megatron_micro_step_number)}')
     with atomic_writer(path) as f:
-        f.write("{\n" + ",\n".join(lines) + "\n}\n" if lines else "{}\n")
+        f.write("{\n" + ",\n".join(lines) + "\n}" if lines else "{}")  # json.dump(indent=1)'s bytes

@@ -10,7 +10,9 @@ __all__ = ["DumpWriter", "write_dump", "save_dump"]
 
 
 def _jsonable(o: Any) -> Any:
-    """numpy / torch scalars and tuples the collector may hand over, turned into JSON values."""
+    """numpy / torch scalars, sets and read-only mappings (LazyEntries) turned into JSON values."""
+    if isinstance(o, Mapping):
+        return dict(o.items())
     item = getattr(o, "item", None)
     if callable(item):
         return item()

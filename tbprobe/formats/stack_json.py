@@ -78,6 +78,5 @@ def write_stack(path: Union[str, Path], by_name: Mapping[str, Sequence[str]]) ->
     for name, lines in by_name.items():
         groups.setdefault(tuple(lines), []).append(name)
     doc = {str(i): [names, list(lines)] for i, (lines, names) in enumerate(groups.items())}
-    with atomic_writer(path) as f:
+    with atomic_writer(path) as f:  # the reference's bytes exactly (indent 1, no final newline)
         json.dump(doc, f, indent=1, ensure_ascii=False)
-        f.write("\n")

@@ -126,6 +126,12 @@ class VisDbWriter:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.close()
             self.conn = None
+            # Nothing was synced while filling: flush the finished file before it takes the real name.
+            fd = os.open(self.tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(self.tmp, self.path)
         except BaseException:
             self.abort()

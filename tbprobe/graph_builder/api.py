@@ -5,8 +5,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tbprobe.formats.dump_dir import RankDir
 from tbprobe.graph_builder.compare import compare_entries
+from tbprobe.graph_builder.engine import finish_graph
 from tbprobe.graph_builder.load import detect_mode, load_rank
-from tbprobe.graph_builder.overflow import mark_overflow
 from tbprobe.graph_builder.rollup import roll_up
 from tbprobe.graph_builder.rows import graph_rows
 
@@ -18,10 +18,10 @@ def build_rank_rows(rank_dir: RankDir, side: str = "NPU", overflow_check: bool =
     """Build one rank's graph and return (tb_nodes rows, tb_stack rows, tbprobe_node_ext rows), ready for
     VisDbWriter.add_nodes / add_stacks / add_node_ext or LiveVisDb."""
     graph = load_rank(rank_dir, side)
-    if overflow_check:
-        mark_overflow(graph)
+    with_md5 = detect_mode(graph) == "md5"
+    finish_graph(graph, with_md5, overflow_check)
     roll_up(graph)
-    rows, stacks, ext, _ = graph_rows(graph, detect_mode(graph) == "md5")
+    rows, stacks, ext, _ = graph_rows(graph, with_md5)
     return rows, stacks, ext
 
 
@@ -109,6 +109,10 @@ def compare_nodes(debug_node_data: dict, bench_node_data: dict, mode: str
     1 error, None when nothing could be compared) and its input_data / output_data with the compare fields of
     `mode` added (the reference's field names and string formats), ready to be written back into its row."""
     mode = {"summary": "statistics", "all": "statistics", "tensor": "statistics"}.get(mode, mode)
+    if mode not in ("statistics", "md5", "structure"):
+        mode = "statistics"
+    debug_node_data = _decoded(debug_node_data)
+    bench_node_data = _decoded(bench_node_data)
     d_name = debug_node_data.get("node_name") or _common_name(debug_node_data)
     b_name = bench_node_data.get("node_name") or _common_name(bench_node_data)
     d_entry = _to_entry(d_name, {**(debug_node_data.get("input_data") or {}),
@@ -117,6 +121,15 @@ def compare_nodes(debug_node_data: dict, bench_node_data: dict, mode: str
                                  **(bench_node_data.get("output_data") or {})})
     res = compare_entries(d_name, d_entry, b_name, b_entry, mode)
     return res.precision, json.loads(res.input_text), json.loads(res.output_text)
+
+
+def _decoded(node_data: dict) -> dict:
+    """Rows may come with input_data / output_data still as JSON text."""
+    out = dict(node_data)
+    for key in ("input_data", "output_data"):
+        if isinstance(out.get(key), str):
+            out[key] = json.loads(out[key] or "{}")
+    return out
 
 
 def _common_name(node_data: dict) -> str:

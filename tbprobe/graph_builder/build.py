@@ -67,7 +67,9 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
             order.append(name)
     for name in order:
         if name not in nodes:
-            node = Node(name, node_type_of(name), entries.get(name))
+            node = Node(name, node_type_of(name))
+            if name in entries:
+                node.src = entries  # decoded when used, not now
             node.exec_order = exec_pos.get(name)
             nodes[name] = node
 

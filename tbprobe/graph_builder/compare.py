@@ -10,7 +10,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from tbprobe.graph_builder.items import data_text, fields_text, flatten_entry, is_tensor_item, item_text
 from tbprobe.graph_builder.metrics import (
-    STAT_FIELDS, TENSOR_FIELDS, md5_of, na_tensor_fields, stat_fields, unsupported_tensor_fields,
+    STAT_FIELDS,
+    md5_of,
+    na_tensor_fields,
+    stat_fields,
+    unsupported_tensor_fields,
 )
 
 __all__ = ["MODES", "compare_entries", "Compared", "precision_of", "api_base_name", "RESULT_INDEX", "TensorLookup"]
@@ -58,6 +62,12 @@ def _worse(a: str, b: str) -> str:
     return a if _RANK[a] >= _RANK[b] else b
 
 
+_ENC = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_STAT_TEMPLATE = (', "Max diff": "%s", "Min diff": "%s", "Mean diff": "%s", "L2norm diff": "%s", '
+                  '"MaxRelativeErr": "%s", "MinRelativeErr": "%s", "MeanRelativeErr": "%s", "NormRelativeErr": "%s", '
+                  '"Requires_grad Consistent": "%s", "Result": "%s", "Err_message": %s')
+
+
 class _Item:
     __slots__ = ("key", "is_output", "d", "b", "base", "fields", "result", "msgs", "nre", "ratio", "cos")
 
@@ -82,6 +92,13 @@ class _Item:
     def text(self, mode: str) -> str:
         grad = self.fields.pop("Requires_grad Consistent", "N/A")
         err = json.dumps(self.msgs) if self.msgs else "[]"
+        f = self.fields
+        if mode == "statistics" and len(f) == 8:
+            # one formatting operation for the common case; these values never need JSON escapes
+            return self.base + _STAT_TEMPLATE % (
+                f["Max diff"], f["Min diff"], f["Mean diff"], f["L2norm diff"], f["MaxRelativeErr"],
+                f["MinRelativeErr"], f["MeanRelativeErr"], f["NormRelativeErr"], grad, self.result,
+                _ENC(err))
         if mode == "md5":
             tail = {"Result": self.result, "Requires_grad Consistent": grad, "Err_message": err}
         else:

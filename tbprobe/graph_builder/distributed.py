@@ -44,33 +44,33 @@ def _label(node: Node) -> str:
 
 def link_ranks(graphs: List[Graph]) -> int:
     """`graphs`: every rank of one step and side. Sets node.distributed; returns the number of links."""
-    by_rank = {g.rank: g for g in graphs}
     sends: Dict[Tuple[int, int], List[Node]] = {}
     recvs: Dict[Tuple[int, int], List[Node]] = {}
     collectives: Dict[Tuple[str, str, int], List[Node]] = {}
     for graph in graphs:
-        comm = [n for n in graph.nodes.values() if n.entry and _api(n.name)]
+        comm = [n for n in graph.nodes.values() if n.has_entry and _api(n.name)]
         comm.sort(key=lambda n: n.exec_order if n.exec_order is not None else 0)
         counts: Dict[Tuple[str, str], int] = {}
         for node in comm:
             api = _api(node.name) or ""
+            entry = node.entry or {}
             if api in _SEND:
-                peer = _int_arg(node.entry, "dst", 1)
+                peer = _int_arg(entry, "dst", 1)
                 if peer is not None:
                     sends.setdefault((graph.rank, peer), []).append(node)
             elif api in _RECV:
-                peer = _int_arg(node.entry, "src", 1)
+                peer = _int_arg(entry, "src", 1)
                 if peer is not None:
                     recvs.setdefault((peer, graph.rank), []).append(node)
             else:
-                group = _group(node.entry)
+                group = _group(entry)
                 if group is not None:
                     k = counts.get((api, group[0]), 0)
                     counts[(api, group[0])] = k + 1
                     collectives.setdefault((api, group[0], k), []).append(node)
                     node.distributed = {"_ranks": group[1], "_rank": graph.rank}
     links = 0
-    rank_of = {id(n): g.rank for g in graphs for n in g.nodes.values() if n.entry and _api(n.name)}
+    rank_of = {id(n): g.rank for g in graphs for n in g.nodes.values() if n.has_entry and _api(n.name)}
     for key, send_nodes in sends.items():
         recv_nodes = recvs.get(key, [])
         src, dst = key
@@ -86,5 +86,4 @@ def link_ranks(graphs: List[Graph]) -> int:
                     info[str(rank_of[id(peer)])] = [_label(peer), peer.name]
             node.distributed = {"communications_type": api, "nodes_info": info} if info else None
             links += len(info)
-    del by_rank
     return links

@@ -2,25 +2,27 @@
 
 Runs in a worker process for multi-rank inputs, so everything it returns is plain data (rows, counts and small
 stand-in nodes for the cross-rank links)."""
+import multiprocessing
 import os
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from tbprobe.errors import TbprobeError
 from tbprobe.formats.dump_dir import RankDir
 from tbprobe.graph_builder.build import is_forward
 from tbprobe.graph_builder.compare import compare_entries
-from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
+from tbprobe.graph_builder.items import data_text, flatten_entry, is_tensor_item, item_text
 from tbprobe.graph_builder.load import detect_mode, load_rank
 from tbprobe.graph_builder.match import match_graphs
 from tbprobe.graph_builder.metrics import tensor_metrics
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
-from tbprobe.graph_builder.overflow import mark_overflow
+from tbprobe.graph_builder.overflow import overflow_level
 from tbprobe.graph_builder.rollup import findings_rows, roll_up
-from tbprobe.graph_builder.rows import graph_rows
+from tbprobe.graph_builder.rows import assign_orders, edge_rows, ext_rows, node_row, node_texts
 
-__all__ = ["Options", "RankResult", "process_rank", "compare_graph_pair"]
+__all__ = ["Options", "RankSummary", "Sink", "process_rank", "compare_graph_pair", "finish_graph"]
 
 
 @dataclass
@@ -31,30 +33,36 @@ class Options:
     layer_map: Optional[Mapping] = None
     manual: Optional[Mapping[str, str]] = None
     tensor_workers: int = 1
+    split: int = 1          # >1: one rank's row work is shared with a forked helper process
 
 
 @dataclass
-class RankResult:
+class RankSummary:
+    """What a rank job hands back (the rows themselves went to its sink)."""
     step: int
     rank: int
     mode: Optional[str]
     micro_steps: int
-    node_rows: List[list]
-    stack_rows: List[tuple]
-    ext_rows: List[tuple]
-    edge_rows: List[tuple]
-    finding_rows: List[tuple]
     comm: Dict[str, List[Node]] = field(default_factory=dict)   # side -> stand-ins of Distributed.* nodes
     counts: Dict[str, int] = field(default_factory=dict)
     first_divergence: Optional[str] = None
     first_overflow: Optional[str] = None
-    nodes_per_side: int = 0
+    rows: int = 0
+    temp_db: Optional[str] = None
+
+
+class Sink(Protocol):
+    def add_nodes(self, rows: Iterable[Sequence]) -> None: ...
+    def add_stacks(self, rows: Iterable[Tuple[str, str]]) -> None: ...
+    def add_node_ext(self, rows: Iterable[Sequence]) -> None: ...
+    def add_edges(self, rows: Iterable[Sequence]) -> None: ...
+    def add_findings(self, rows: Iterable[Sequence]) -> None: ...
 
 
 def _comm_stubs(graph: Graph) -> List[Node]:
     out = []
     for node in graph.nodes.values():
-        if node.entry and node.name.startswith("Distributed."):
+        if node.has_entry and node.name.startswith("Distributed."):
             stub = Node(node.name, node.node_type, node.entry)
             stub.exec_order = node.exec_order
             stub.precision = node.precision
@@ -74,10 +82,11 @@ def _tensor_results(debug: Graph, bench: Graph, workers: int) -> Dict[str, tuple
     bdir = bench.dump_data_dir or ""
     for node in debug.nodes.values():
         b = node.match
-        if b is None or not node.entry or not b.entry:
+        if b is None or not node.has_entry or not b.has_entry:
             continue
-        d_in, d_out = flatten_entry(node.name, node.entry)
-        b_in, b_out = flatten_entry(b.name, b.entry)
+        de, be = node.entry, b.entry
+        d_in, d_out = flatten_entry(node.name, de)
+        b_in, b_out = flatten_entry(b.name, be)
         cut_b = len(b.name) + 1
         b_map = {k[cut_b:]: v for k, v in b_in + b_out}
         cut_d = len(node.name) + 1
@@ -91,33 +100,36 @@ def _tensor_results(debug: Graph, bench: Graph, workers: int) -> Dict[str, tuple
     return dict(map(_tensor_job, pairs))
 
 
+def _texts(node: Node, entry: Optional[dict], with_md5: bool) -> None:
+    ins, outs = flatten_entry(node.name, entry)
+    node.input_data = data_text([(k, item_text(v, with_md5)) for k, v in ins])
+    node.output_data = data_text([(k, item_text(v, with_md5)) for k, v in outs])
+
+
 def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
-    """Match and compare two built graphs in place; returns the compare mode."""
-    mode_d, mode_b = detect_mode(debug), detect_mode(bench)
-    if {mode_d, mode_b} == {"md5", "statistics"}:
-        mode = "statistics"
-    elif mode_d != mode_b:
-        raise TbprobeError(f"{debug.path} and {bench.path}: the two sides were dumped with different tasks "
-                           f"({debug.task} vs {bench.task}); dump both with the same task")
-    else:
-        mode = mode_d
-    match_graphs(debug, bench, fuzzy=opts.fuzzy, align=opts.align, layer_map=opts.layer_map, manual=opts.manual)
-    lookup = None
-    if mode == "tensor":
-        results = _tensor_results(debug, bench, opts.tensor_workers)
-        lookup = results.get
+    """Match and compare two built graphs in place; returns the compare mode. Each matched pair's entries are
+    decoded once here: the debug node gets its compared data (and overflow level with -oc), the bench node its
+    plain data, both as the JSON text of their rows."""
+    mode, lookup = _prepare(debug, bench, opts)
+    with_md5 = mode == "md5"
     for node in debug.nodes.values():
         b = node.match
         if b is None or node.node_type == NODE_API_COLLECTION or node is debug.root:
             continue
-        if node.entry is None and b.entry is None:
+        if not node.has_entry and not b.has_entry:
             continue
-        res = compare_entries(node.name, node.entry, b.name, b.entry, mode, lookup)
+        de = node.entry
+        be = b.entry
+        res = compare_entries(node.name, de, b.name, be, mode, lookup)
         node.precision = res.precision
         node.input_data = res.input_text
         node.output_data = res.output_text
         node.worst_metric = res.metric
         node.inputs_ok = res.inputs_ok
+        if opts.overflow_check and de:
+            node.overflow = overflow_level(node.name, de)
+        if be is not None:
+            _texts(b, be, with_md5)
     for node in debug.root.children:
         if node.node_type == NODE_API_COLLECTION and node.match is not None:
             # as the reference: the collection takes the worst of its forward calls (its backward calls are
@@ -127,30 +139,153 @@ def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
     return mode
 
 
-def process_rank(debug_dir: RankDir, bench_dir: Optional[RankDir], opts: Options) -> RankResult:
+def finish_graph(graph: Graph, with_md5: bool, overflow_check: bool) -> None:
+    """Row data (and overflow levels) of every node the compare did not already cover, one decode each."""
+    for node in graph.nodes.values():
+        if node.input_data is not None or not node.has_entry:
+            continue
+        entry = node.entry
+        _texts(node, entry, with_md5)
+        if overflow_check and entry and node.node_type != NODE_API_COLLECTION:
+            node.overflow = overflow_level(node.name, entry)
+
+
+def _prepare(debug: Graph, bench: Graph, opts: Options):
+    """Mode, matching and (tensor mode) the metrics of every tensor pair; returns (mode, lookup)."""
+    mode_d, mode_b = detect_mode(debug), detect_mode(bench)
+    if {mode_d, mode_b} == {"md5", "statistics"}:
+        mode = "statistics"
+    elif mode_d != mode_b:
+        raise TbprobeError(f"{debug.path} and {bench.path}: the two sides were dumped with different tasks "
+                           f"({debug.task} vs {bench.task}); dump both with the same task")
+    else:
+        mode = mode_d
+    match_graphs(debug, bench, fuzzy=opts.fuzzy, align=opts.align, layer_map=opts.layer_map, manual=opts.manual)
+    lookup = _tensor_results(debug, bench, opts.tensor_workers).get if mode == "tensor" else None
+    return mode, lookup
+
+
+def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opts: Options, with_md5: bool,
+          d_nodes: List[Node], b_nodes: List[Node]) -> Iterator[list]:
+    """tb_nodes rows, generated node by node: each entry is decoded, compared and turned into text once, and
+    nothing of it is kept but the node's precision, overflow and metric. `d_nodes`: debug nodes (a matched one
+    also emits its bench twin's row); `b_nodes`: the other bench nodes."""
+    for node in d_nodes:
+        b = node.match
+        entry = node.entry if node.has_entry else None
+        if _compared(node, bench, debug):
+            be = b.entry if b.has_entry else None
+            res = compare_entries(node.name, entry, b.name, be, mode or "statistics", lookup)
+            node.precision = res.precision
+            node.worst_metric = res.metric
+            node.inputs_ok = res.inputs_ok
+            if opts.overflow_check and entry:
+                node.overflow = overflow_level(node.name, entry)
+            yield node_row(debug, node, res.input_text, res.output_text)
+            yield node_row(bench, b, *node_texts(b, be, with_md5))
+            continue
+        if node.node_type == NODE_API_COLLECTION and b is not None and bench is not None:
+            # as the reference: the collection takes the worst of its forward calls (its backward calls are
+            # the gradients of those same calls; their own results stay on them and roll up in node_ext)
+            values = [c.precision for c in node.children if c.precision is not None and is_forward(c.name)]
+            node.precision = max(values) if values else 0
+        if opts.overflow_check and entry and node.node_type != NODE_API_COLLECTION:
+            node.overflow = overflow_level(node.name, entry)
+        yield node_row(debug, node, *node_texts(node, entry, with_md5))
+    for b in b_nodes:
+        yield node_row(bench, b, *node_texts(b, b.entry if b.has_entry else None, with_md5))  # type: ignore
+
+
+def _compared(node: Node, bench: Optional[Graph], debug: Graph) -> bool:
+    b = node.match
+    return bench is not None and b is not None and node is not debug.root and \
+        node.node_type != NODE_API_COLLECTION and (node.has_entry or b.has_entry)
+
+
+SPLIT_MIN_NODES = 4000             # below this, sharing a rank's work with a helper process does not pay
+_FORK_JOB: Optional[tuple] = None   # what a forked helper inherits (graphs are not pickled, they are shared)
+
+
+def _helper_rows(temp_db: str) -> Dict[str, tuple]:
+    """In a forked helper: write this half's rows into `temp_db`; return the results the parent needs."""
+    from tbprobe.graph_builder.temp_db import RankDb
+
+    debug, bench, mode, lookup, opts, with_md5, d_nodes, b_nodes = _FORK_JOB  # type: ignore[misc]
+    sink = RankDb(temp_db)
+    sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, d_nodes, b_nodes))
+    sink.close()
+    return {n.name: (n.precision, n.overflow, n.worst_metric, n.inputs_ok) for n in d_nodes}
+
+
+def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Options, with_md5: bool,
+                sink: "Sink") -> int:
+    """All tb_nodes rows into `sink`; with `opts.split` > 1 and a big graph, half of the work runs in a forked
+    helper process that writes a temporary database, copied in afterwards."""
+    global _FORK_JOB
+    post = debug.post or debug.walk()
+    late = [n for n in post if n.node_type == NODE_API_COLLECTION or n is debug.root]
+    regular = [n for n in post if not (n.node_type == NODE_API_COLLECTION or n is debug.root)]
+    b_rest: List[Node] = []
+    if bench is not None:
+        covered = {id(n.match) for n in regular if _compared(n, bench, debug)}
+        b_rest = [b for b in (bench.post or bench.walk()) if id(b) not in covered]
+    total = len(regular) + len(b_rest) + len(late)
+    if opts.split > 1 and len(regular) > SPLIT_MIN_NODES and "fork" in multiprocessing.get_all_start_methods():
+        half_d, half_b = len(regular) // 2, len(b_rest) // 2
+        _FORK_JOB = (debug, bench, mode, lookup, opts, with_md5, regular[half_d:], b_rest[half_b:])
+        tmp = tempfile.NamedTemporaryFile(suffix=".db", delete=False)
+        tmp.close()
+        try:
+            with multiprocessing.get_context("fork").Pool(1) as pool:
+                pending = pool.apply_async(_helper_rows, (tmp.name,))
+                sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, regular[:half_d],
+                                     b_rest[:half_b]))
+                states = pending.get()
+            for node in regular[half_d:]:
+                node.precision, node.overflow, node.worst_metric, node.inputs_ok = states[node.name]
+            from tbprobe.graph_builder.temp_db import copy_nodes
+            copy_nodes(tmp.name, sink)
+        finally:
+            _FORK_JOB = None
+            os.unlink(tmp.name)
+        sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, late, []))
+        return total
+    sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, regular + late, b_rest))
+    return total
+
+
+def process_rank(debug_dir: RankDir, bench_dir: Optional[RankDir], opts: Options, sink: Sink) -> RankSummary:
+    """Load, build, match, compare one step x rank and write its rows into `sink` (a VisDbWriter or a
+    temporary per-rank database)."""
     debug = load_rank(debug_dir, "NPU")
     bench = load_rank(bench_dir, "Bench") if bench_dir is not None else None
-    mode = compare_graph_pair(debug, bench, opts) if bench is not None else None
+    mode, lookup = _prepare(debug, bench, opts) if bench is not None else (None, None)
     with_md5 = (mode or detect_mode(debug)) == "md5"
-    if opts.overflow_check:
-        mark_overflow(debug)
+    _, d_stacks = assign_orders(debug)
+    stacks = list(d_stacks)
+    if bench is not None:
+        _, b_stacks = assign_orders(bench)
+        stacks += b_stacks
+    n_rows = _write_rows(debug, bench, mode, lookup, opts, with_md5, sink)
+    sink.add_stacks(stacks)
     roll_up(debug)
-    rows, stacks, ext, edges = graph_rows(debug, with_md5)
-    findings, summary = findings_rows(debug)
-    counts = _counts(debug, compare=bench is not None)
-    comm = {"NPU": _comm_stubs(debug)}
+    ext = ext_rows(debug)
+    edges = edge_rows(debug)
     micro = debug.micro_steps
+    comm = {"NPU": _comm_stubs(debug)}
     if bench is not None:
         roll_up(bench)
-        b_rows, b_stacks, b_ext, b_edges = graph_rows(bench, with_md5)
-        rows += b_rows
-        stacks += b_stacks
-        ext += b_ext
-        edges += b_edges
-        comm["Bench"] = _comm_stubs(bench)
+        ext += ext_rows(bench)
         micro = max(micro, bench.micro_steps)
-    return RankResult(debug.step, debug.rank, mode, micro, rows, stacks, ext, edges, findings, comm, counts,
-                      summary["first_divergence"], summary["first_overflow"], len(debug.nodes))
+        comm["Bench"] = _comm_stubs(bench)
+    sink.add_node_ext(ext)
+    if edges:
+        sink.add_edges(edges)
+    findings, summary = findings_rows(debug)
+    if findings:
+        sink.add_findings(findings)
+    return RankSummary(debug.step, debug.rank, mode, micro, comm, _counts(debug, compare=bench is not None),
+                       summary["first_divergence"], summary["first_overflow"], n_rows)
 
 
 def _counts(graph: Graph, compare: bool) -> Dict[str, int]:

@@ -144,12 +144,38 @@ def _jval(value: Any) -> str:
     return _enc(to_str(value))
 
 
+_STD_KEYS = ("type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad")
+_STD_TEMPLATE = ('"type": %s, "dtype": %s, "shape": %s, "Max": "%s", "Min": "%s", "Mean": "%s", "Norm": "%s", '
+                 '"requires_grad": "%s", "data_name": "-1"')
+
+
+_SCALAR_TEMPLATE = ('"type": %s, "value": "%s", "data_name": "-1", "requires_grad": "null", "Max": "%s", '
+                    '"Min": "%s", "Mean": "%s", "Norm": "%s", "dtype": "<class %s>", "shape": "[]"')
+
+
 def item_text(item: Optional[dict], with_md5: bool = False) -> str:
     """The fields of `item_strings(item)` as JSON object members (without the braces)."""
     if item is None:
         return '"value": "null"'
     if "value" in item or ("dtype" not in item and "type" in item and "group_ranks" not in item):
+        if len(item) == 2 and type(item.get("type")) is str:
+            value = item.get("value")
+            t = type(value)
+            if t is int or t is float or t is bool:
+                text = to_str(value)
+                out = _SCALAR_TEMPLATE % (_enc(item["type"]), text, text, text, text, text, t.__name__)
+                return out + ', "md5": "' + scalar_md5(value) + '"' if with_md5 else out
         return fields_text(item_strings(item, with_md5))
+    if len(item) == 8 and tuple(item) == _STD_KEYS:
+        # the common statistics item: one formatting operation
+        mx, mn, mean, norm = item["Max"], item["Min"], item["Mean"], item["Norm"]
+        return _STD_TEMPLATE % (
+            _jval(item["type"]), _jval(item["dtype"]), _jval(item["shape"]),
+            float.__repr__(mx) if type(mx) is float else to_str(mx),
+            float.__repr__(mn) if type(mn) is float else to_str(mn),
+            float.__repr__(mean) if type(mean) is float else to_str(mean),
+            float.__repr__(norm) if type(norm) is float else to_str(norm),
+            "True" if item["requires_grad"] is True else to_str(item["requires_grad"]))
     parts = [_key(k) + _jval(v) for k, v in item.items()]
     if "data_name" not in item:
         parts.append('"data_name": "-1"')

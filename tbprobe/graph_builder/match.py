@@ -40,27 +40,24 @@ def strip_counters(name: str) -> Tuple[str, str]:
     return name, ""
 
 
+def _input_shapes(node: Node) -> tuple:
+    """(dtype, shape) of each tensor input, computed once per node (one decode of its entry)."""
+    sig = node.sig
+    if sig is None:
+        out = []
+        entry = node.entry
+        if entry:
+            ins, _ = flatten_entry(node.name, entry)
+            for _, item in ins:
+                if is_tensor_item(item):
+                    out.append((item.get("dtype"), tuple(item.get("shape") or ())))
+        sig = node.sig = tuple(out)
+    return sig
+
+
 def signature(node: Node) -> tuple:
     base, direction = strip_counters(node.name)
-    shapes = []
-    if node.entry:
-        ins, _ = flatten_entry(node.name, node.entry)
-        for _, item in ins:
-            if is_tensor_item(item):
-                shapes.append((item.get("dtype"), tuple(item.get("shape") or ())))
-    return (base, direction, tuple(shapes))
-
-
-def _input_shapes(node: Node) -> tuple:
-    entry = node.entry
-    if not entry:
-        return ()
-    out = []
-    for key in ("input_args", "input"):
-        for item in entry.get(key) or ():
-            if isinstance(item, dict) and "shape" in item and "dtype" in item:
-                out.append((item["dtype"], tuple(item["shape"] or ())))
-    return tuple(out)
+    return (base, direction, _input_shapes(node))
 
 
 def _same_inputs(a: Node, b: Node) -> bool:

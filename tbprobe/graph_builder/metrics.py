@@ -5,9 +5,7 @@ statistics diffs as Python floats ("0.05"), relative errors as "12.345678%" ("0.
 bench value is 0), tensor metrics rounded to 12 decimals (EucDist unrounded), "unsupported" where a metric does
 not apply (0-dim tensors, non-tensor arguments)."""
 import math
-from typing import Any, Dict, Optional, Tuple
-
-import numpy as np
+from typing import Dict, Optional, Tuple
 
 from tbprobe.graph_builder.items import scalar_md5, to_str
 
@@ -20,7 +18,7 @@ TENSOR_FIELDS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousa
                  "Five Thousandths Err Ratio")
 _STATS = ("Max", "Min", "Mean", "Norm")
 # A zero bench element is divided by float32 epsilon instead of 0, so it gives a large finite error.
-EPS = float(np.finfo(np.float32).eps)
+EPS = 1.1920928955078125e-07  # numpy.finfo(numpy.float32).eps, without importing numpy for statistics mode
 
 
 def stat_fields(debug: dict, bench: dict) -> Tuple[Dict[str, str], Optional[float]]:
@@ -93,8 +91,10 @@ def na_tensor_fields() -> Dict[str, str]:
     return {k: "N/A" for k in TENSOR_FIELDS}
 
 
-def load_array(path: str) -> np.ndarray:
+def load_array(path: str):
     """A dumped tensor as a float64 numpy array (.npy directly, .pt through torch)."""
+    import numpy as np
+
     if path.endswith(".npy"):
         arr = np.load(path, allow_pickle=False)
     else:
@@ -119,6 +119,8 @@ def _r12(x: float) -> str:
 
 def tensor_metrics(debug_path: str, bench_path: str) -> Tuple[Dict[str, str], Optional[str]]:
     """Real-data metrics of two dumped tensors, computed in float64. Returns (fields, message or None)."""
+    import numpy as np
+
     try:
         n = load_array(debug_path)
         b = load_array(bench_path)

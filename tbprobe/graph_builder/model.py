@@ -1,7 +1,7 @@
 """The in-memory graph: one compact `Node` per dump entry or construct key, held by a `Graph` per (side, step, rank).
 
 Nodes use __slots__ and keep the parsed dump entry as is (no copies, no strings) until rows are written."""
-from typing import Dict, List, Optional
+from typing import Dict, List, Mapping, Optional
 
 __all__ = ["Node", "Graph", "NODE_MODULE", "NODE_API", "NODE_API_COLLECTION", "ROOT_NAME"]
 
@@ -13,9 +13,9 @@ ROOT_NAME = "DefaultModel"
 
 class Node:
     __slots__ = (
-        "name", "node_type", "parent", "children", "entry", "stack", "micro_step", "exec_order", "flags",
+        "name", "node_type", "parent", "children", "_entry", "src", "sig", "stack", "micro_step", "exec_order", "flags",
         "order", "match", "precision", "overflow", "input_data", "output_data", "distributed", "worst_metric",
-        "subtree_precision", "subtree_overflow", "inputs_ok",
+        "subtree_precision", "subtree_overflow", "inputs_ok", "stack_id",
     )
 
     def __init__(self, name: str, node_type: str, entry: Optional[dict] = None):
@@ -23,7 +23,9 @@ class Node:
         self.node_type = node_type
         self.parent: Optional["Node"] = None
         self.children: List["Node"] = []
-        self.entry = entry                  # the dump.json entry (None for pseudo nodes and structure dumps)
+        self._entry = entry                 # a dump entry given directly (tests, stand-ins)
+        self.src: Optional[Mapping[str, dict]] = None  # the dump's entries, decoded on access (LazyEntries)
+        self.sig: Optional[tuple] = None    # (dtype, shape) of the tensor inputs, cached for matching
         self.stack: Optional[tuple] = None  # stack lines, interned by the stack reader
         self.micro_step = 0
         self.exec_order: Optional[int] = None
@@ -34,11 +36,24 @@ class Node:
         self.overflow: Optional[str] = None
         self.input_data: Optional[str] = None     # JSON text of {param_key: {field: str}} once compared
         self.output_data: Optional[str] = None
+        self.stack_id = ""                        # tb_stack id, set with node.order
         self.inputs_ok = True                     # every compared input passed (for the first divergence)
         self.distributed: Optional[dict] = None
         self.worst_metric: Optional[float] = None
         self.subtree_precision: Optional[float] = None
         self.subtree_overflow: Optional[str] = None
+
+    @property
+    def entry(self) -> Optional[dict]:
+        """The node's dump entry. With a lazy source every access decodes a fresh dict: read it once per pass
+        and let it go, so a 100k-entry dump is never held decoded in memory."""
+        if self._entry is None and self.src is not None:
+            return self.src.get(self.name)
+        return self._entry
+
+    @property
+    def has_entry(self) -> bool:
+        return self._entry is not None or self.src is not None
 
     def add_flag(self, flag: str) -> None:
         if self.flags is None:
@@ -64,7 +79,7 @@ class Graph:
     """One side (NPU / Bench) of one step and rank."""
 
     __slots__ = ("side", "step", "rank", "root", "nodes", "task", "level", "framework", "dump_data_dir",
-                 "micro_steps", "edges", "path")
+                 "micro_steps", "edges", "path", "post")
 
     def __init__(self, side: str, step: int, rank: int):
         self.side = side
@@ -79,6 +94,7 @@ class Graph:
         self.micro_steps = 1
         self.edges: Dict[str, Dict[str, str]] = {}   # consumer -> {input slot -> producer} (dataflow.json)
         self.path = ""
+        self.post: Optional[List[Node]] = None   # post order, cached once the tree is final (assign_orders)
 
     @property
     def graph_id(self) -> str:

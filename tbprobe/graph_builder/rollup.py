@@ -12,7 +12,7 @@ __all__ = ["roll_up", "first_divergence", "first_overflow", "findings_rows", "tr
 
 
 def roll_up(graph: Graph) -> None:
-    for node in graph.walk():
+    for node in graph.post or graph.walk():
         prec = node.precision
         ovf = node.overflow
         for child in node.children:

@@ -1,37 +1,28 @@
-"""A compared (or built) `Graph` -> rows for tb_nodes, tb_stack, tbprobe_node_ext and tbprobe_edges."""
+"""A built (and compared) `Graph` -> rows for tb_nodes, tb_stack, tbprobe_node_ext and tbprobe_edges.
+
+`assign_orders` numbers the nodes in post order and the distinct stacks in order of first use (as the
+reference does); `node_row` then makes one tb_nodes row from a node and the JSON text of its data."""
 import json
 from typing import Dict, List, Tuple
 
 from tbprobe.graph_builder.items import data_text, flatten_entry, item_text
-from tbprobe.graph_builder.model import Graph
+from tbprobe.graph_builder.model import Graph, Node
 
-__all__ = ["graph_rows", "COL_MATCHED_DISTRIBUTED", "COL_PRECISION"]
+__all__ = ["assign_orders", "node_row", "node_texts", "ext_rows", "edge_rows", "graph_rows",
+           "COL_MATCHED_DISTRIBUTED", "COL_PRECISION"]
 
 COL_PRECISION = 7
 COL_MATCHED_DISTRIBUTED = 13
 _dumps = json.dumps
 
 
-def _data(node, with_md5: bool) -> Tuple[str, str]:
-    if node.input_data is not None or node.output_data is not None:
-        return node.input_data or "{}", node.output_data or "{}"
-    ins, outs = flatten_entry(node.name, node.entry)
-    return (data_text([(k, item_text(v, with_md5)) for k, v in ins]),
-            data_text([(k, item_text(v, with_md5)) for k, v in outs]))
-
-
-def graph_rows(graph: Graph, with_md5: bool = False) -> Tuple[List[list], List[Tuple[str, str]], List[tuple],
-                                                              List[tuple]]:
-    """(node rows in NODE_COLUMNS order as lists, stack rows, node_ext rows, edge rows). Assigns node.order."""
-    gid = graph.graph_id
-    prefix = gid + "_"
-    side, step, rank = graph.side, graph.step, graph.rank
-    ddir = graph.dump_data_dir
+def assign_orders(graph: Graph) -> Tuple[List[Node], List[Tuple[str, str]]]:
+    """(nodes in post order, tb_stack rows). Sets node.order and node.stack_id."""
+    prefix = graph.graph_id + "_"
     stack_ids: Dict[tuple, str] = {}
     stack_rows: List[Tuple[str, str]] = []
-    rows: List[list] = []
-    ext: List[tuple] = []
-    for order, node in enumerate(graph.walk()):
+    nodes = graph.post = graph.walk()
+    for order, node in enumerate(nodes):
         node.order = order
         lines = node.stack if node.stack is not None else ()
         sid = stack_ids.get(lines)
@@ -39,22 +30,57 @@ def graph_rows(graph: Graph, with_md5: bool = False) -> Tuple[List[list], List[T
             sid = f"{prefix}{len(stack_ids)}"
             stack_ids[lines] = sid
             stack_rows.append((sid, _dumps(list(lines))))
-        parent = node.parent
-        match = node.match
-        input_data, output_data = _data(node, with_md5)
-        name = node.name
-        rows.append([
-            prefix + name, gid, order, name, node.node_type,
-            parent.name if parent is not None else "",
-            _dumps([c.name for c in node.children]) if node.children else "",
-            node.precision, node.overflow, node.micro_step,
-            _dumps(match.path()) if match is not None else "[]",
-            sid, "", _dumps(node.distributed) if node.distributed else "{}", 0,
-            input_data, output_data, side, ddir, step, rank,
-            1 if name.startswith("Distributed.") else 0,
-        ])
-        ext.append((prefix + name, node.exec_order, node.subtree_precision, node.subtree_overflow,
-                    node.worst_metric, _dumps(node.flags) if node.flags else None))
-    edges = [(gid, producer, consumer, slot)
-             for consumer, slots in graph.edges.items() for slot, producer in slots.items()]
-    return rows, stack_rows, ext, edges
+        node.stack_id = sid
+    return nodes, stack_rows
+
+
+def node_texts(node: Node, entry, with_md5: bool) -> Tuple[str, str]:
+    """input_data / output_data JSON text of a node's own dump entry (no compare fields)."""
+    if not entry:
+        return "{}", "{}"
+    ins, outs = flatten_entry(node.name, entry)
+    return (data_text([(k, item_text(v, with_md5)) for k, v in ins]),
+            data_text([(k, item_text(v, with_md5)) for k, v in outs]))
+
+
+def node_row(graph: Graph, node: Node, input_text: str, output_text: str) -> list:
+    """One tb_nodes row (NODE_COLUMNS order) as a list, so matched_distributed can be patched later."""
+    name = node.name
+    parent = node.parent
+    match = node.match
+    return [
+        f"{graph.side}_{graph.step}_{graph.rank}_{name}", graph.graph_id, node.order, name, node.node_type,
+        parent.name if parent is not None else "",
+        _dumps([c.name for c in node.children]) if node.children else "",
+        node.precision, node.overflow, node.micro_step,
+        _dumps(match.path()) if match is not None else "[]",
+        node.stack_id, "", _dumps(node.distributed) if node.distributed else "{}", 0,
+        input_text, output_text, graph.side, graph.dump_data_dir, graph.step, graph.rank,
+        1 if name.startswith("Distributed.") else 0,
+    ]
+
+
+def ext_rows(graph: Graph) -> List[tuple]:
+    prefix = graph.graph_id + "_"
+    return [(prefix + n.name, n.exec_order, n.subtree_precision, n.subtree_overflow, n.worst_metric,
+             _dumps(n.flags) if n.flags else None) for n in graph.nodes.values()]
+
+
+def edge_rows(graph: Graph) -> List[tuple]:
+    gid = graph.graph_id
+    return [(gid, producer, consumer, slot)
+            for consumer, slots in graph.edges.items() for slot, producer in slots.items()]
+
+
+def graph_rows(graph: Graph, with_md5: bool = False) -> Tuple[List[list], List[Tuple[str, str]], List[tuple],
+                                                              List[tuple]]:
+    """Everything of one graph at once (for callers that want lists: the collector's live build graph)."""
+    nodes, stacks = assign_orders(graph)
+    rows = []
+    for node in nodes:
+        if node.input_data is not None or node.output_data is not None:
+            texts = (node.input_data or "{}", node.output_data or "{}")
+        else:
+            texts = node_texts(node, node.entry if node.has_entry else None, with_md5)
+        rows.append(node_row(graph, node, *texts))
+    return rows, stacks, ext_rows(graph), edge_rows(graph)

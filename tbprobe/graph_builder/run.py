@@ -4,7 +4,9 @@ Ranks are processed in a process pool (one job per step x rank), the parent link
 ranks and writes everything in one transaction through VisDbWriter (temporary file renamed at the end, removed
 on any error)."""
 import os
+import shutil
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -16,8 +18,10 @@ from tbprobe.formats.dump_dir import RankDir, discover
 from tbprobe.formats.vis_db import VisDbWriter
 from tbprobe.graph_builder.config_text import TASK_OF_MODE, node_colors, tool_tip
 from tbprobe.graph_builder.distributed import link_ranks
-from tbprobe.graph_builder.engine import Options, RankResult, process_rank
+from tbprobe.graph_builder.engine import Options, RankSummary, process_rank
+from tbprobe.graph_builder.model import Graph
 from tbprobe.graph_builder.rows import COL_MATCHED_DISTRIBUTED
+from tbprobe.graph_builder.temp_db import RankDb, copy_all
 
 __all__ = ["run_graph", "GraphResult", "pair_rank_dirs", "format_summary"]
 
@@ -28,6 +32,10 @@ class GraphResult:
     graph_type: str
     mode: Optional[str]
     summary: Dict[str, object] = field(default_factory=dict)
+
+    def summary_text(self) -> str:
+        """The closing summary the command prints."""
+        return format_summary(self)
 
 
 def pair_rank_dirs(debug: List[RankDir], bench: Optional[List[RankDir]], debug_path: str,
@@ -67,13 +75,29 @@ def _check_out_dir(out_dir: str, create: bool = False) -> Path:
 
 
 def _job(args):
-    """Worker entry: user errors come back as text (exception classes with custom constructors do not
-    survive the trip between processes)."""
-    debug_dir, bench_dir, opts = args
+    """Worker entry: one rank into its own temporary database. User errors come back as text (exception
+    classes with custom constructors do not survive the trip between processes)."""
+    debug_dir, bench_dir, opts, temp_db = args
+    sink = RankDb(temp_db)
     try:
-        return process_rank(debug_dir, bench_dir, opts)
+        summary = process_rank(debug_dir, bench_dir, opts, sink)
     except TbprobeError as exc:
+        sink.conn.close()
         return str(exc)
+    except BaseException:
+        sink.conn.close()
+        raise
+    sink.close()
+    summary.temp_db = temp_db
+    return summary
+
+
+def _copy_rank(writer: VisDbWriter, summary: RankSummary, linked: Dict[str, dict]) -> None:
+    """Stream one worker database into the output, patching the cross-rank links in on the way."""
+    try:
+        copy_all(str(summary.temp_db), writer, linked, COL_MATCHED_DISTRIBUTED)
+    finally:
+        os.unlink(str(summary.temp_db))
 
 
 def _progress(total: int):
@@ -94,7 +118,8 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     pairs = pair_rank_dirs(debug_dirs, bench_dirs, debug, bench)
     workers = min(len(pairs), os.cpu_count() or 1) if parallel else 1
     opts = Options(overflow_check=overflow_check, fuzzy=fuzzy, align=align, layer_map=layer_mapping,
-                   manual=manual, tensor_workers=(os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1)
+                   manual=manual, tensor_workers=(os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1,
+                   split=min(2, os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1)
     graph_type = "compare" if bench else "build"
     ts = time.strftime("%Y%m%d%H%M%S")
     path = out / f"{graph_type}_{ts}.vis.db"
@@ -104,45 +129,41 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
         n += 1
     started = time.perf_counter()
     bar = _progress(len(pairs)) if progress else None
-    jobs = [(d, b, opts) for d, b in pairs]
-    results: List[RankResult] = []
-    nodes_done = 0
+    results: List[RankSummary] = []
+    rows_done = 0
 
     def collect(result) -> None:
-        nonlocal nodes_done
+        nonlocal rows_done
         if isinstance(result, str):
             raise TbprobeError(result)
         results.append(result)
-        nodes_done += len(result.node_rows)
+        rows_done += result.rows
         if bar is not None:
-            rate = nodes_done / max(time.perf_counter() - started, 1e-6)
+            rate = rows_done / max(time.perf_counter() - started, 1e-6)
             bar.set_postfix_str(f"step {result.step} rank {result.rank} {rate:,.0f} nodes/s")
             bar.update(1)
 
-    try:
-        if workers > 1:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                for result in pool.map(_job, jobs):
-                    collect(result)
-        else:
-            for job in jobs:
-                collect(_job(job))
-    finally:
-        if bar is not None:
-            bar.close()
-    mode = next((r.mode for r in results if r.mode), None)
-    _link_distributed(results)
+    created = not out.exists()
     _check_out_dir(out_dir, create=True)
     writer = VisDbWriter(path)
+    temp_dir = None
     try:
-        for r in results:
-            writer.add_nodes(r.node_rows)
-            writer.add_stacks(r.stack_rows)
-            writer.add_node_ext(r.ext_rows)
-            if r.edge_rows:
-                writer.add_edges(r.edge_rows)
-            if r.finding_rows:
-                writer.add_findings(r.finding_rows)
+        if len(pairs) == 1:  # one rank: straight into the output, no copy
+            collect(process_rank(pairs[0][0], pairs[0][1], opts, writer))
+        else:
+            temp_dir = tempfile.mkdtemp(prefix=".tbprobe-", dir=str(out))
+            jobs = [(d, b, opts, os.path.join(temp_dir, f"rank_{i}.db")) for i, (d, b) in enumerate(pairs)]
+            if workers > 1:
+                with ProcessPoolExecutor(max_workers=workers) as pool:
+                    for result in pool.map(_job, jobs):
+                        collect(result)
+            else:
+                for job in jobs:
+                    collect(_job(job))
+            linked = _link_distributed(results)
+            for result in results:
+                _copy_rank(writer, result, linked)
+        mode = next((r.mode for r in results if r.mode), None)
         writer.set_config(graph_type, TASK_OF_MODE.get(mode, "") if bench else "",
                           tool_tip(mode) if bench else None,
                           max((r.micro_steps for r in results), default=1), 1 if overflow_check else 0,
@@ -152,20 +173,25 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
         final = writer.close()
     except BaseException:
         writer.abort()
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
         raise
+    finally:
+        if bar is not None:
+            bar.close()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
     summary = _summary(results, final, time.perf_counter() - started)
     return GraphResult(final, graph_type, mode, summary)
 
 
-def _link_distributed(results: List[RankResult]) -> None:
+def _link_distributed(results: List[RankSummary]) -> Dict[str, dict]:
+    """Cross-rank links of the communication nodes of every step and side: row id -> matched_distributed."""
     by_step_side: Dict[Tuple[int, str], List] = {}
     for r in results:
         for side, stubs in r.comm.items():
             by_step_side.setdefault((r.step, side), []).append((r, stubs))
-    import json
-
-    from tbprobe.graph_builder.model import Graph
-
+    linked: Dict[str, dict] = {}
     for (step, side), members in by_step_side.items():
         if len(members) < 2:
             continue
@@ -176,17 +202,14 @@ def _link_distributed(results: List[RankResult]) -> None:
                 g.nodes[s.name] = s
             graphs.append(g)
         link_ranks(graphs)
-        for (r, stubs) in members:
-            linked = {f"{side}_{step}_{r.rank}_{s.name}": s.distributed for s in stubs if s.distributed}
-            if not linked:
-                continue
-            for row in r.node_rows:
-                info = linked.get(row[0])
-                if info is not None:
-                    row[COL_MATCHED_DISTRIBUTED] = json.dumps(info)
+        for r, stubs in members:
+            for s in stubs:
+                if s.distributed:
+                    linked[f"{side}_{step}_{r.rank}_{s.name}"] = s.distributed
+    return linked
 
 
-def _summary(results: List[RankResult], path: Path, seconds: float) -> Dict[str, object]:
+def _summary(results: List[RankSummary], path: Path, seconds: float) -> Dict[str, object]:
     total: Dict[str, object] = {"nodes": 0, "matched": 0, "pass": 0, "warning": 0, "error": 0, "unmatched": 0,
                                 "overflow": 0}
     first_div = None

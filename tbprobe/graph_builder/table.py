@@ -48,17 +48,18 @@ def _dtype(s: Optional[Dict[str, str]]) -> str:
 def table_rows(debug: Graph, bench: Graph, mode: str) -> List[List[str]]:
     rows: List[List[str]] = []
     cols = columns_for(mode)
-    entries = [n for n in debug.nodes.values() if n.entry is not None and n.exec_order is not None]
+    entries = [n for n in debug.nodes.values() if n.has_entry and n.exec_order is not None]
     entries.sort(key=lambda n: n.exec_order)
     for node in entries:
         b = node.match
+        entry = node.entry
         if b is not None and (node.input_data is None and node.output_data is None):
-            res = compare_entries(node.name, node.entry, b.name, b.entry, mode)
+            res = compare_entries(node.name, entry, b.name, b.entry, mode)
             ind, outd = json.loads(res.input_text), json.loads(res.output_text)
         elif node.input_data is not None or node.output_data is not None:
             ind, outd = json.loads(node.input_data or "{}"), json.loads(node.output_data or "{}")
         else:
-            ins, outs = flatten_entry(node.name, node.entry)
+            ins, outs = flatten_entry(node.name, entry)
             ind = {k: item_strings(v) for k, v in ins}
             outd = {k: item_strings(v) for k, v in outs}
         b_items: Dict[str, Dict[str, str]] = {}

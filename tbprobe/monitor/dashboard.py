@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from tbprobe.monitor.series_cache import SERIES_CACHE
 from tbprobe.monitor.tags import OPS, parse_anomaly_tag, parse_tag
 
 __all__ = ["QueryError", "Job", "list_jobs", "heatmap", "series", "anomalies", "MODES"]
@@ -127,25 +130,12 @@ def _needles(text: Optional[str]) -> List[str]:
     return [t.strip().lower() for t in (text or "").split(",") if t.strip()]
 
 
-def _read(provider, ctx, eid, runs: List[str], tags: List[str], downsample: int):
-    from tensorboard.data import provider as tb_provider
-
-    if not runs or not tags:
-        return {}
-    flt = tb_provider.RunTagFilter(runs=runs, tags=tags)
-    return provider.read_scalars(ctx, experiment_id=eid, plugin_name=_PLUGIN, downsample=downsample,
-                                 run_tag_filter=flt)
-
-
-def _extreme(current: Optional[float], v: float) -> float:
-    """The value to keep in a bin: non-finite first, then the largest magnitude."""
-    if current is None:
-        return v
-    if not math.isfinite(current):
-        return current
-    if not math.isfinite(v):
-        return v
-    return v if abs(v) > abs(current) else current
+def _points(provider, ctx, eid, job: Job, pairs: Sequence[Tuple[int, str]], downsample: int):
+    """(rank, tag) -> (steps, values) arrays, through the shared series cache."""
+    wanted = [(job.runs[r], t, job.tags[r][t]) for r, t in pairs if t in job.tags.get(r, {})]
+    got = SERIES_CACHE.read(provider, ctx, eid, wanted, downsample, _PLUGIN)
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
+    return {(r, t): got.get((job.runs[r], t), empty) for r, t in pairs}
 
 
 def _per_bin(max_cols: int) -> int:
@@ -154,22 +144,30 @@ def _per_bin(max_cols: int) -> int:
     return min(MAX_POINTS, max(1000, 4 * max_cols))
 
 
-def _binned(rows: List[List[tuple]], max_cols: int, max_step: int = 0):
-    """Bin each row's (step, value) points into shared step columns."""
-    steps = [s for pts in rows for s, _ in pts]
-    if not steps:
+def _binned(rows, max_cols: int, max_step: int = 0):
+    """Bin each row's (steps, values) arrays into shared step columns; a cell keeps the value of largest
+    magnitude in its bin, non-finite values first."""
+    filled = [s for s, _ in rows if len(s)]
+    if not filled:
         return [], [[] for _ in rows]
-    lo, hi = min(steps), max(max(steps), max_step)
+    lo = int(min(s[0] for s in filled))
+    hi = max(int(max(s[-1] for s in filled)), max_step)
     span = hi - lo + 1
     n = min(max_cols, span)
     cols = [[lo + (i * span) // n, lo + ((i + 1) * span) // n - 1] for i in range(n)]
-    grid: List[List[Optional[float]]] = []
-    for pts in rows:
-        cells: List[Optional[float]] = [None] * n
-        for s, v in pts:
-            c = min((s - lo) * n // span, n - 1)
-            cells[c] = _extreme(cells[c], v)
-        grid.append([None if v is None else value_json(v) for v in cells])
+    grid = []
+    for steps, values in rows:
+        cells: List[Optional[object]] = [None] * n
+        if len(steps):
+            idx = np.minimum((steps - lo) * n // span, n - 1)
+            key = np.where(np.isfinite(values), np.abs(values), np.inf)
+            order = np.lexsort((key, idx))  # by column, then by magnitude: the last of each column wins
+            sidx = idx[order]
+            last = np.append(sidx[1:] != sidx[:-1], True)
+            chosen = order[last]
+            for c, v in zip(idx[chosen].tolist(), values[chosen].tolist()):
+                cells[c] = value_json(v)
+        grid.append(cells)
     return cols, grid
 
 
@@ -216,9 +214,8 @@ def heatmap(provider, ctx, eid, *, job: str, metric: str, op: str, mode: str, ra
         offset = _focus(names, focus, offset, limit)
         page = names[offset:offset + limit]
         tags = [f"{n}/{metric}_{op}" for n in page]
-        data = _read(provider, ctx, eid, [j.runs[r]], tags, _per_bin(max_cols)).get(j.runs[r], {})
-        rows = [[(d.step, d.value) for d in data.get(t, [])] for t in tags]
-        cols, grid = _binned(rows, max_cols, _max_step(j, [r], tags))
+        data = _points(provider, ctx, eid, j, [(r, t) for t in tags], _per_bin(max_cols))
+        cols, grid = _binned([data[(r, t)] for t in tags], max_cols, _max_step(j, [r], tags))
         out.update(rank=r, rows=page, total_rows=len(names), offset=offset, cols=cols, values=grid)
     elif mode == "step_rank":
         if not module:
@@ -227,9 +224,8 @@ def heatmap(provider, ctx, eid, *, job: str, metric: str, op: str, mode: str, ra
         ranks = [r for r in sorted(j.runs) if tag in j.tags[r]]
         if not ranks:
             raise QueryError(404, f"no rank of job {j.name!r} has {tag!r}")
-        data = _read(provider, ctx, eid, [j.runs[r] for r in ranks], [tag], _per_bin(max_cols))
-        rows = [[(d.step, d.value) for d in data.get(j.runs[r], {}).get(tag, [])] for r in ranks]
-        cols, grid = _binned(rows, max_cols, _max_step(j, ranks, [tag]))
+        data = _points(provider, ctx, eid, j, [(r, tag) for r in ranks], _per_bin(max_cols))
+        cols, grid = _binned([data[(r, tag)] for r in ranks], max_cols, _max_step(j, ranks, [tag]))
         out.update(module=module, rows=[f"rank{r}" for r in ranks], ranks=ranks, total_rows=len(ranks), offset=0,
                    cols=cols, values=grid)
     else:
@@ -238,18 +234,16 @@ def heatmap(provider, ctx, eid, *, job: str, metric: str, op: str, mode: str, ra
         offset = _focus(names, focus, offset, limit)
         page = names[offset:offset + limit]
         tags = [f"{n}/{metric}_{op}" for n in page]
-        data = _read(provider, ctx, eid, [j.runs[r] for r in ranks], tags, MAX_POINTS)
+        data = _points(provider, ctx, eid, j, [(r, t) for t in tags for r in ranks], MAX_POINTS)
         if step is None:
-            step = max((d.step for per in data.values() for pts in per.values() for d in pts), default=0)
+            step = max((int(st[-1]) for st, _ in data.values() if len(st)), default=0)
         grid = []
         for t in tags:
             row = []
             for r in ranks:
-                best = None
-                for d in data.get(j.runs[r], {}).get(t, []):
-                    if d.step <= step and (best is None or d.step > best.step):
-                        best = d
-                row.append(None if best is None else value_json(best.value))
+                steps, values = data[(r, t)]
+                i = int(np.searchsorted(steps, step, side="right")) - 1  # the latest step <= the chosen one
+                row.append(value_json(float(values[i])) if i >= 0 else None)
             grid.append(row)
         out.update(step=step, rows=page, total_rows=len(names), offset=offset, cols=[f"rank{r}" for r in ranks],
                    ranks=ranks, values=grid)
@@ -272,9 +266,9 @@ def series(provider, ctx, eid, *, job: str, specs: List[Tuple[int, str, str, str
         tag = f"{module}/{metric}_{op}"
         if tag not in j.tags[r]:
             raise QueryError(404, f"rank {r} of job {j.name!r} has no series {tag!r}")
-        data = _read(provider, ctx, eid, [j.runs[r]], [tag], points).get(j.runs[r], {}).get(tag, [])
+        steps, values = _points(provider, ctx, eid, j, [(r, tag)], points)[(r, tag)]
         out.append({"rank": r, "module": module, "metric": metric, "op": op, "tag": tag, "run": j.runs[r],
-                    "points": [[d.step, value_json(d.value)] for d in data]})
+                    "points": [[st, value_json(v)] for st, v in zip(steps.tolist(), values.tolist())]})
     return {"job": j.name, "series": out}
 
 
@@ -288,12 +282,13 @@ def anomalies(provider, ctx, eid, *, job: str, rank: Optional[int] = None, offse
     items = []
     for r in ranks:
         tags = [t for t in j.tags[r] if parse_anomaly_tag(t)]
-        data = _read(provider, ctx, eid, [j.runs[r]], tags, MAX_POINTS).get(j.runs[r], {})
-        for t, pts in data.items():
+        data = _points(provider, ctx, eid, j, [(r, t) for t in tags], MAX_POINTS)
+        for t in tags:
             rule, monitored = parse_anomaly_tag(t)
             p = parse_tag(monitored)
-            for d in pts:
-                items.append({"rank": r, "step": d.step, "rule": rule, "tag": monitored, "module": p.name,
-                              "metric": p.metric, "op": p.op, "value": value_json(d.value)})
+            steps, values = data[(r, t)]
+            for st, v in zip(steps.tolist(), values.tolist()):
+                items.append({"rank": r, "step": st, "rule": rule, "tag": monitored, "module": p.name,
+                              "metric": p.metric, "op": p.op, "value": value_json(v)})
     items.sort(key=lambda a: (a["step"], a["rank"], _natural(a["tag"])))
     return {"job": j.name, "total": len(items), "offset": offset, "items": items[offset:offset + limit]}

@@ -239,10 +239,13 @@ def test_empty_dump_round_trip(tmp_path):
     assert load_dump(out).entries == {}
 
 
-def test_save_dump_rewrites_a_loaded_file(tmp_path):
+@pytest.mark.parametrize("indent", [None, 1])
+def test_save_dump_rewrites_a_loaded_file(tmp_path, indent):
     src = load_dump(REF / "inputs/npu_md5/step0/rank0/dump.json")
-    save_dump(src, tmp_path / "dump.json")
+    save_dump(src, tmp_path / "dump.json", indent=indent)
     assert same(load_dump(tmp_path / "dump.json").entries, src.entries)
+    if indent == 1:  # the reference's exact layout
+        assert (tmp_path / "dump.json").read_text() == (REF / "inputs/npu_md5/step0/rank0/dump.json").read_text()
 
 
 # ------------------------------------------------------------------------------------------ lazy entries

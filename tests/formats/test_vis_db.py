@@ -200,10 +200,12 @@ def _unshare_works() -> bool:
 @pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` to make a read-only bind mount")
 def test_open_from_a_read_only_folder(tmp_path):
     """A real read-only file system (a read-only bind mount in a private mount namespace; chmod does not stop
-    root): plain mode=ro cannot create the -shm file of the WAL database, VisDbReader falls back to immutable."""
+    root). With a -wal file beside it open_db tries mode=ro first, which cannot create the -shm file of the WAL
+    database there, and falls back to immutable."""
     folder = tmp_path / "logs"
     folder.mkdir()
     shutil.copy(next(REF.glob("outputs/cmp_stat/*.vis.db")), folder / "cmp.vis.db")
+    (folder / "cmp.vis.db-wal").write_bytes(b"")  # as if a writer were active: open_db tries mode=ro first
     script = f"""
 import sqlite3
 from tbprobe.formats.vis_db import VisDbReader
@@ -228,7 +230,52 @@ with VisDbReader(p) as r:
     assert "folder-read-only" in res.stdout
     assert "plain-ro-failed unable to open database file" in res.stdout
     assert "nodes 92 compare" in res.stdout
-    assert sorted(p.name for p in folder.iterdir()) == ["cmp.vis.db"]
+    assert sorted(p.name for p in folder.iterdir()) == ["cmp.vis.db", "cmp.vis.db-wal"]
+
+
+def test_immutable_fallback_path(ref_db_copies, tmp_path, monkeypatch):
+    """Where `unshare` is not allowed: with a -wal file present (a writer may be active) make the plain read-only
+    open fail the way a read-only folder makes it fail, and check open_db then reads through the immutable URI
+    (this checks the fallback logic, not SQLite)."""
+    from tbprobe.formats import _vis_sql
+
+    db = tmp_path / "cmp.vis.db"
+    shutil.copy(ref_db_copies["cmp_md5"], db)
+    (tmp_path / "cmp.vis.db-wal").write_bytes(b"")
+    real_connect = sqlite3.connect
+    tried = []
+
+    def connect(target, *args, **kwargs):
+        tried.append(str(target))
+        if "immutable=1" not in str(target):
+            return real_connect("file:/nonexistent-dir/x.db?mode=ro", uri=True)  # fails like a missing -shm
+        return real_connect(target, *args, **kwargs)
+
+    monkeypatch.setattr(_vis_sql.sqlite3, "connect", connect)
+    conn = open_db(db)
+    assert conn.execute("SELECT count(*) FROM tb_nodes").fetchone()[0] == 92
+    assert [t.rsplit("?", 1)[1] for t in tried] == ["mode=ro", "mode=ro&immutable=1"]
+
+
+def test_quiescent_database_is_read_without_side_files(ref_db_copies, tmp_path):
+    """No -wal file: nobody writes the database, it is opened immutable and nothing appears beside it."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    shutil.copy(ref_db_copies["multi"], folder / "m.vis.db")
+    with VisDbReader(folder / "m.vis.db") as r:
+        assert r.node_count() == 368
+    assert sorted(p.name for p in folder.iterdir()) == ["m.vis.db"]
+
+
+def test_plain_read_only_open_sees_new_commits(tmp_path):
+    """Where the folder is writable the reader is not immutable: it sees what a writer commits later."""
+    path = tmp_path / "live.vis.db"
+    with LiveVisDb(path) as live:
+        reader = VisDbReader(path)
+        assert reader.node_count() == 0
+        live.add_graph([node_row(0, 0, "NPU", i, 3) for i in range(3)], [], [], step=0, rank=0)
+        assert reader.node_count() == 3
+        reader.close()
 
 
 def test_read_only_open_never_writes(ref_db_copies):

@@ -2,9 +2,9 @@
 parameters_grad, API collections, micro steps (plain and Megatron), recomputation, stacks."""
 import json
 
-from tbprobe.graph_builder.build import build_graph
-from tbprobe.graph_builder import build_rank_rows
 from tbprobe.formats.dump_dir import discover
+from tbprobe.graph_builder import build_rank_rows
+from tbprobe.graph_builder.build import build_graph
 from tests.graph_builder import golden, synth
 
 

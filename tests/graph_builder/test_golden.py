@@ -89,3 +89,21 @@ def test_multi_steps_and_ranks(tmp_path):
     assert golden.config(result.path)["rank_list"] == "[0, 1]"
     assert golden.config(result.path)["step_list"] == "[0, 1]"
     assert result.summary["graphs"] == 4
+
+
+def test_split_rank_work_gives_the_same_database(tmp_path, monkeypatch):
+    """One rank's rows made by two processes (the speed path for big dumps) equal the serial result."""
+    from tbprobe.graph_builder import engine
+
+    monkeypatch.setattr(engine, "SPLIT_MIN_NODES", 0)
+    kwargs = dict(overflow_check=True, progress=False)
+    for case, bench in (("npu_stat", "bench_stat"), ("npu_md5", "bench_md5")):
+        serial = run_graph(str(golden.INPUTS / case), str(golden.INPUTS / bench), str(tmp_path / f"a{case}"),
+                           parallel=False, **kwargs)
+        split = run_graph(str(golden.INPUTS / case), str(golden.INPUTS / bench), str(tmp_path / f"b{case}"),
+                          parallel=True, **kwargs)
+        assert golden.differences(split.path, serial.path) == []
+        assert split.summary["first_divergence"] == serial.summary["first_divergence"]
+        ext = "SELECT * FROM tbprobe_node_ext ORDER BY id"
+        assert [tuple(r) for r in golden.open_ro(split.path).execute(ext)] == \
+            [tuple(r) for r in golden.open_ro(serial.path).execute(ext)]

@@ -160,3 +160,46 @@ def test_dynamic_on_off_through_the_config_file(tmp_path, monkeypatch):
     s = read_scalars(str(tmp_path / "out" / "rank0"))
     assert set(s["head.weight/grad_norm"]) == {4, 5}
     assert json.load(open(cfg_path))["dynamic_on"] is False  # switched back off for the next time
+
+
+def test_optimizer_without_step_hooks_is_wrapped(tmp_path):
+    class Plain:  # an optimizer-like object without torch's step hooks (some framework wrappers)
+        def __init__(self, inner):
+            self.inner = inner
+            self.param_groups = inner.param_groups
+            self.state = inner.state
+
+        def step(self):
+            self.inner.step()
+
+        def zero_grad(self):
+            self.inner.zero_grad()
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = Plain(torch.optim.SGD(model.parameters(), lr=0.1))
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", wg_distribution=True))
+    mon.set_monitor(model, opt)
+    train(model, opt, 2)
+    mon.close()
+    assert set(read_scalars(str(tmp_path / "out" / "rank0"))["head.weight/grad_norm"]) == {0, 1}
+
+
+def test_eval_forwards_are_not_recorded(tmp_path):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", targets={"head": {}}, xy_distribution=True))
+    mon.set_monitor(model, opt)
+    train(model, opt, 1)
+    model.eval()
+    with torch.no_grad():
+        model(torch.randn(3, 8))  # an evaluation pass between steps: not part of step 1
+    model.train()
+    train(model, opt, 1, seed=3)
+    mon.close()
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    acc = ea.EventAccumulator(str(tmp_path / "out" / "rank0"), size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("head/output_norm")] == [0, 1]  # one value per step: eval not counted

@@ -150,3 +150,38 @@ def test_anomaly_list_points_at_cells(client):
 def test_errors_are_json_4xx(client, path, params, status, text):
     body = get(client, path, status=status, **params)
     assert set(body) == {"error"} and text in body["error"]
+
+
+def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path):
+    """The heatmap asks the data provider for the visible rows only, each downsampled to a bound that does not
+    grow with the number of steps: what keeps 100k steps x 1k tags responsive."""
+    _write_rank(tmp_path / "big" / "rank0", 0)
+    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
+    mux.AddRunsFromDirectory(str(tmp_path))
+    mux.Reload()
+    real = tb_data_provider.MultiplexerDataProvider(mux, str(tmp_path))
+    calls = []
+
+    class Recording:
+        def list_scalars(self, ctx=None, **kw):
+            return real.list_scalars(ctx, **kw)
+
+        def read_scalars(self, ctx=None, **kw):
+            calls.append((kw["downsample"], sorted(kw["run_tag_filter"].tags)))
+            return real.read_scalars(ctx, **kw)
+
+    routes = get_routes(base_plugin.TBContext(logdir=str(tmp_path), data_provider=Recording()))
+    client = wtest.Client(lambda env, sr: routes[env["PATH_INFO"]](env, sr))
+    body = get(client, "/api/monitor/heatmap", job="big", metric="output", op="norm", limit=3, max_cols=7)
+    assert len(body["rows"]) == 3 and all(len(r) == 7 for r in body["values"])
+    assert calls == [(1000, sorted(f"{n}/output_norm" for n in body["rows"]))]
+    # the same page again: served from the series cache, the data provider is not asked twice
+    again = get(client, "/api/monitor/heatmap", job="big", metric="output", op="norm", limit=3, max_cols=7)
+    assert again == body and len(calls) == 1
+    # the run grows: the listing's max_step changes, the series are read afresh
+    w = MonitorWriter(str(tmp_path / "big" / "rank0"), ["max", "norm"], [], 0)
+    w.submit(STEPS + 10, [f"{m}/output" for m in MODULES], np.full((len(MODULES), 2), 7.0))
+    w.close()
+    mux.Reload()
+    grown = get(client, "/api/monitor/heatmap", job="big", metric="output", op="norm", limit=3, max_cols=7)
+    assert len(calls) == 2 and grown["cols"][-1][1] == STEPS + 10

@@ -47,6 +47,8 @@ export class ApiClient {
   private readonly fetchFn: FetchFn;
   /** Read-only responses that never change for the same file (children, node) are cached per request URL. */
   private readonly cache = new Map<string, Promise<unknown>>();
+  /** requests not answered yet (the page is "ready" for tests only when this is 0) */
+  inflight = 0;
 
   constructor(readonly base: string, fetchFn?: FetchFn) {
     this.fetchFn = fetchFn ?? ((i, init) => fetch(i, init));
@@ -63,12 +65,16 @@ export class ApiClient {
 
   private async request<T>(url: string, init?: RequestInit): Promise<T> {
     let resp: Response;
+    let text: string;
+    this.inflight++;
     try {
       resp = await this.fetchFn(url, init);
+      text = await resp.text();
     } catch (e) {
       throw new ApiError(0, `network error: ${(e as Error).message}`);
+    } finally {
+      this.inflight--;
     }
-    const text = await resp.text();
     let body: unknown = null;
     try {
       body = text ? JSON.parse(text) : null;

@@ -83,6 +83,11 @@ export const en = {
   dumpDir: "Tensor folder",
   more: "More…",
   type: "Type",
+  overflow: "overflow",
+  typeModule: "module",
+  typeApi: "API",
+  typeFused: "fused collection",
+  typeApiCollection: "API collection",
 } as const;
 
 export type MessageKey = keyof typeof en;

@@ -85,4 +85,9 @@ export const zh: Record<MessageKey, string> = {
   dumpDir: "张量目录",
   more: "更多…",
   type: "类型",
+  overflow: "溢出",
+  typeModule: "模块",
+  typeApi: "API",
+  typeFused: "融合算子集合",
+  typeApiCollection: "API 集合",
 };

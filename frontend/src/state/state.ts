@@ -23,6 +23,8 @@ export interface ViewState {
   precisionFilter: string[];
   overflowFilter: string[];
   lang: Lang;
+  /** each pane's view: [scale, world x, world y of the pane's centre]; null = fit to the graph */
+  camera: Record<Side, [number, number, number] | null>;
 }
 
 export function defaultState(): ViewState {
@@ -43,6 +45,7 @@ export function defaultState(): ViewState {
     precisionFilter: [],
     overflowFilter: [],
     lang: "en",
+    camera: { NPU: null, Bench: null },
   };
 }
 

@@ -36,12 +36,16 @@ export function stateToQuery(s: ViewState): string {
   if (s.precisionFilter.length) q.set("pf", s.precisionFilter.join(","));
   if (s.overflowFilter.length) q.set("of", s.overflowFilter.join(","));
   if (s.lang !== d.lang) q.set("lang", s.lang);
+  const cam = (c: [number, number, number]) => c.map((v) => +v.toPrecision(6)).join(",");
+  if (s.camera.NPU) q.set("zn", cam(s.camera.NPU));
+  if (s.camera.Bench) q.set("zb", cam(s.camera.Bench));
   return q.toString();
 }
 
 export function queryToState(query: string, base: ViewState = defaultState()): ViewState {
   const q = new URLSearchParams(query.replace(/^[#?]/, ""));
-  const s: ViewState = { ...base, expanded: { NPU: [...base.expanded.NPU], Bench: [...base.expanded.Bench] } };
+  const s: ViewState = { ...base, expanded: { NPU: [...base.expanded.NPU], Bench: [...base.expanded.Bench] },
+    camera: { ...base.camera } };
   const str = (k: string): string | null => q.get(k);
   if (str("run") !== null) s.run = str("run")!;
   if (str("file") !== null) s.file = str("file")!;
@@ -68,6 +72,11 @@ export function queryToState(query: string, base: ViewState = defaultState()): V
   if (str("of") !== null) s.overflowFilter = str("of")!.split(",").filter(Boolean);
   const lang = str("lang") as Lang | null;
   if (lang === "en" || lang === "zh") s.lang = lang;
+  s.camera = { ...base.camera };
+  for (const [k, side] of [["zn", "NPU"], ["zb", "Bench"]] as const) {
+    const v = str(k)?.split(",").map(Number);
+    if (v && v.length === 3 && v.every(Number.isFinite) && v[0] > 0) s.camera[side] = [v[0], v[1], v[2]];
+  }
   return s;
 }
 

@@ -15,22 +15,8 @@ import { FIRST_PAGE } from "./graphPane";
 import { GraphView } from "./graphView";
 import { OverflowView } from "./overflowView";
 import { CSS } from "./style";
-
-export interface TestHooks {
-  ready: boolean;
-  visibleNodes(side: Side): string[];
-  nodeRect(side: Side, name: string): { x: number; y: number; w: number; h: number } | null;
-  selected(): string | null;
-  expanded(side: Side): string[];
-  /** not in the e2e contract: drawing statistics for the benchmark */
-  stats(side: Side): { draws: number; lastDrawMs: number; visited: number } | null;
-}
-
-declare global {
-  interface Window {
-    __tbprobe?: TestHooks;
-  }
-}
+import { installHooks } from "./hooks";
+import { followDarkMode } from "./theme";
 
 const TABS: Tab[] = ["graph", "compare", "overflow", "monitor"];
 
@@ -96,6 +82,7 @@ export class App {
     this.langSelect = el("select", { testid: "lang-select", title: t("language") }, option("en", "English"),
       option("zh", "中文"));
     this.langSelect.value = initial.lang;
+    this.fileSelect.addEventListener("focus", () => void this.refreshFiles());
     this.fileSelect.addEventListener("change", () => {
       const f = this.files[parseInt(this.fileSelect.value, 10)];
       if (f) void this.openFile(f.run, f.file.file, true);
@@ -141,8 +128,17 @@ export class App {
     this.root = el("div", { class: "ga-root", testid: "ga-root", lang: initial.lang }, topbar, this.banner, this.body);
     host.append(this.root);
     this.store.subscribe(() => this.scheduleUrl());
-    this.followDarkMode();
-    this.installHooks();
+    followDarkMode(parentWindow(), (dark) => {
+      this.theme = dark ? DARK : LIGHT;
+      this.root.classList.toggle("ga-dark", dark);
+      if (this.loaded) this.graph.redraw();
+    });
+    installHooks({
+      ready: () => this.loaded && this.busyCount === 0 && this.api.inflight === 0,
+      pane: (side) => this.graph.panes.get(side),
+      selected: () => this.store.state.selected?.name ?? null,
+      usesWorker: () => this.engine.usesWorker,
+    });
   }
 
   private makeContext(): AppContext {
@@ -199,44 +195,6 @@ export class App {
     }
   }
 
-  private followDarkMode(): void {
-    const media = window.matchMedia?.("(prefers-color-scheme: dark)");
-    const parent = parentWindow();
-    const update = () => {
-      // Inside TensorBoard its own setting wins (it already folds in the system preference and the user's
-      // override, as body.dark-mode); on its own, the page follows the system.
-      const dark = parent?.document.body ? parent.document.body.classList.contains("dark-mode") : !!media?.matches;
-      this.theme = dark ? DARK : LIGHT;
-      this.root.classList.toggle("ga-dark", dark);
-      if (this.loaded) this.graph.redraw();
-    };
-    media?.addEventListener?.("change", update);
-    if (parent?.document.body) {
-      new MutationObserver(update).observe(parent.document.body, { attributes: true, attributeFilter: ["class"] });
-    }
-    update();
-  }
-
-  private installHooks(): void {
-    const app = this;
-    window.__tbprobe = {
-      get ready() {
-        return app.loaded && app.busyCount === 0;
-      },
-      set ready(_v: boolean) {
-        /* read-only */
-      },
-      visibleNodes: (side) => this.graph.panes.get(side)?.shownNames() ?? [],
-      nodeRect: (side, name) => this.graph.panes.get(side)?.nodeRect(name) ?? null,
-      selected: () => this.store.state.selected?.name ?? null,
-      expanded: (side) => this.graph.panes.get(side)?.expandedNames() ?? [],
-      stats: (side) => {
-        const p = this.graph.panes.get(side);
-        return p ? { draws: p.draws, lastDrawMs: p.lastDrawMs, visited: p.lastVisited } : null;
-      },
-    };
-  }
-
   /**
    * Start the reads the first drawing needs before they are asked for (meta, roots, the roots' first children),
    * so they travel together instead of one round trip after another; the panes then find them in the cache.
@@ -261,14 +219,7 @@ export class App {
       if (s0.run && s0.file) this.prefetch(s0.run, s0.file, ["NPU"]);
       const runs = await this.api.runs();
       performance.mark?.("tbprobe:runs");
-      this.files = runs.runs.flatMap((r) => r.files.map((file) => ({ run: r.run, file })));
-      clear(this.fileSelect);
-      this.files.forEach((f, i) => {
-        const label = f.run === "." ? f.file.file : `${f.run}/${f.file.file}`;
-        const o = option(String(i), f.file.error ? `${label} (${f.file.error})` : label);
-        o.disabled = !!f.file.error;
-        this.fileSelect.append(o);
-      });
+      this.setFiles(runs);
       const s = this.store.state;
       let pick = this.files.find((f) => f.run === s.run && f.file.file === s.file);
       pick ??= this.files.find((f) => f.file.graph_type === "compare" && !f.file.error)
@@ -285,6 +236,30 @@ export class App {
       this.loaded = true;
     } finally {
       this.busyCount--;
+    }
+  }
+
+  private setFiles(runs: { runs: { run: string; files: RunFile[] }[] }): void {
+    // Keep what the selector shows now (a file being opened may not be in the state yet).
+    const shown = this.files[parseInt(this.fileSelect.value, 10)];
+    const s = shown ? { run: shown.run, file: shown.file.file } : this.store.state;
+    this.files = runs.runs.flatMap((r) => r.files.map((file) => ({ run: r.run, file })));
+    clear(this.fileSelect);
+    this.files.forEach((f, i) => {
+      const label = f.run === "." ? f.file.file : `${f.run}/${f.file.file}`;
+      const o = option(String(i), f.file.error ? `${label} (${f.file.error})` : label);
+      o.disabled = !!f.file.error;
+      o.selected = f.run === s.run && f.file.file === s.file;
+      this.fileSelect.append(o);
+    });
+  }
+
+  /** New files appear without a restart: the list is read again whenever the file selector gets the focus. */
+  private async refreshFiles(): Promise<void> {
+    try {
+      this.setFiles(await this.api.runs());
+    } catch {
+      /* keep the list we have */
     }
   }
 

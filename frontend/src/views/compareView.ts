@@ -4,6 +4,7 @@ import type { Row } from "../api/types";
 import { t } from "../i18n";
 import type { AppContext } from "./context";
 import { clear, el, option } from "./dom";
+import { isCompareField } from "./details";
 import { precisionClass } from "./format";
 
 const PAGE = 500;
@@ -12,6 +13,17 @@ export function cellText(v: unknown): string {
   if (v === null || v === undefined) return "";
   if (typeof v === "number") return Number.isInteger(v) ? String(v) : String(Math.round(v * 1e6) / 1e6);
   return String(v);
+}
+
+const BASE = ["node", "order", "precision", "io", "key"];
+const HIDDEN = new Set(["data_name"]);
+
+/** The node's identity first, then the comparison results (what the table is for), then the raw statistics. */
+export function orderColumns(columns: string[], toolTip: Record<string, string>): string[] {
+  const base = BASE.filter((c) => columns.includes(c));
+  const rest = columns.filter((c) => !base.includes(c) && !HIDDEN.has(c));
+  const cmp = rest.filter((c) => isCompareField(c, toolTip));
+  return [...base, ...cmp, ...rest.filter((c) => !cmp.includes(c))];
 }
 
 export class CompareView {
@@ -71,7 +83,7 @@ export class CompareView {
       const r = await this.ctx.api.compareTable(this.ctx.graphKey(), { ...this.opts(), offset, limit: PAGE });
       if (seq !== this.seq) return;
       const rows = r.rows ?? r.items ?? [];
-      this.columns = r.columns ?? Object.keys(rows[0] ?? {});
+      this.columns = orderColumns(r.columns ?? Object.keys(rows[0] ?? {}), this.ctx.meta()?.tool_tip ?? {});
       this.rows = offset ? this.rows.concat(rows) : rows;
       this.status.textContent = `${r.total} ${t("rows")}`;
       this.more.hidden = this.rows.length >= r.total;

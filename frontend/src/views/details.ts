@@ -1,7 +1,7 @@
 // Node details: inputs, outputs and parameters with debug, bench and difference columns (numeric sorting,
 // tooltips from tb_config.tool_tip), the stack with a copy button, and distributed peers as links.
 import type { NodeDetails, Param, Side } from "../api/types";
-import { t } from "../i18n";
+import { t, type MessageKey } from "../i18n";
 import { clear, copyText, el } from "./dom";
 import type { AppContext } from "./context";
 import { sortableTable, type Column } from "./table";
@@ -10,7 +10,7 @@ import { sortableTable, type Column } from "./table";
 const COMPARE_FIELD = /diff|err|result|cosine|rmse|relative|consistent|euc|abs|accuracy|ratio|md5 compare/i;
 const HIDDEN = new Set(["data_name", "type"]);
 const STAT_FIELDS = ["Max", "Min", "Mean", "Norm"];
-export const TYPE_NAMES: Record<number, string> = { 0: "module", 1: "API", 8: "fused collection", 9: "API collection" };
+const TYPE_KEYS: Record<number, MessageKey> = { 0: "typeModule", 1: "typeApi", 8: "typeFused", 9: "typeApiCollection" };
 
 export function isCompareField(name: string, toolTip: Record<string, string>): boolean {
   return name in toolTip || COMPARE_FIELD.test(name);
@@ -111,9 +111,9 @@ export class DetailsView {
     clear(this.body);
     const head = el("div", { class: "ga-details-head" },
       el("div", { class: "ga-node-name", text: d.name }),
-      el("div", { class: "ga-muted", text: `${t("type")}: ${TYPE_NAMES[d.type] ?? d.type}` +
+      el("div", { class: "ga-muted", text: `${t("type")}: ${TYPE_KEYS[d.type] ? t(TYPE_KEYS[d.type]) : d.type}` +
         (d.precision !== null ? ` · ${t("precision")}: ${d.precision}` : "") +
-        (d.overflow ? ` · overflow: ${d.overflow}` : "") }));
+        (d.overflow ? ` · ${t("overflow")}: ${t(d.overflow)}` : "") }));
     if (d.counterpart) {
       const link = el("a", { href: "#", class: "ga-link", text: d.counterpart });
       link.addEventListener("click", (ev) => {

@@ -13,6 +13,7 @@ import { drawTree, type Paint } from "../render/draw";
 import { Minimap } from "../render/minimap";
 import type { Theme } from "../render/colors";
 import { el } from "./dom";
+import { bindPaneInput } from "./paneInput";
 import type { Colouring } from "./paint";
 
 export interface PaneHost {
@@ -30,6 +31,8 @@ export interface PaneHost {
   onToggle(side: Side, node: LayoutNode, expanded: boolean): void;
   /** the set of expanded nodes changed */
   onLayout(side: Side): void;
+  /** the user moved or zoomed the view (called when the move ends) */
+  onCamera(side: Side, view: [number, number, number]): void;
   onBusy(delta: number): void;
   onError(e: unknown): void;
 }
@@ -58,7 +61,8 @@ export class GraphPane {
   private pending = new Map<LayoutNode, Promise<void>>();
   private dirty = false;
   private minimapDirty = false;
-  private zoomTarget: { scale: number; sx: number; sy: number } | null = null;
+  /** where a wheel zoom is heading (animated over a few frames) */
+  zoomTarget: { scale: number; sx: number; sy: number } | null = null;
   private generation = 0;
   private width = 0;
   private height = 0;
@@ -67,16 +71,17 @@ export class GraphPane {
   draws = 0;
   lastVisited = 0;
 
-  constructor(readonly side: Side, private host: PaneHost, minimapTestId: string) {
+  constructor(readonly side: Side, readonly host: PaneHost, minimapTestId: string) {
     this.canvas = el("canvas", { class: "ga-canvas", tabindex: 0, "aria-label": `${side} graph` });
     this.minimap = new Minimap(minimapTestId, (wx, wy) => {
       this.camera.centerOn(wx, wy, this.width, this.height);
       this.requestDraw();
+      this.cameraMoved();
     });
     this.el = el("div", { class: "ga-pane", testid: `graph-pane-${side}` },
       el("div", { class: "ga-pane-title", text: side === "NPU" ? "NPU" : "Bench" }),
       this.canvas, this.minimap.canvas);
-    this.bindEvents();
+    bindPaneInput(this);
     new ResizeObserver(() => this.resize()).observe(this.el);
   }
 
@@ -87,7 +92,20 @@ export class GraphPane {
     this.height = r.height;
     this.canvas.width = Math.max(1, Math.round(r.width * dpr));
     this.canvas.height = Math.max(1, Math.round(r.height * dpr));
+    // A view asked for while the pane was hidden (another tab) is applied once it has a size.
+    if (this.width > 0 && this.height > 0 && this.deferred) {
+      const d = this.deferred;
+      this.deferred = null;
+      d();
+    }
     this.requestDraw();
+  }
+
+  private deferred: (() => void) | null = null;
+
+  private hidden(): boolean {
+    const { w, h } = this.viewportSize();
+    return w <= 0 || h <= 0;
   }
 
   viewportSize(): { w: number; h: number } {
@@ -288,19 +306,54 @@ export class GraphPane {
 
   fit(): void {
     if (!this.root) return;
+    if (this.hidden()) {
+      this.deferred = () => this.fit();
+      return;
+    }
     const { w, h } = this.viewportSize();
     this.camera.fit(this.root.x, this.root.y, this.root.w, this.root.h, w, h);
     this.requestDraw();
+    this.cameraMoved();
+  }
+
+  /** The view as [scale, world centre x, world centre y]: independent of the pane's size. */
+  view(): [number, number, number] {
+    const { w, h } = this.viewportSize();
+    const c = this.camera.toWorld(w / 2, h / 2);
+    return [this.camera.scale, c.x, c.y];
+  }
+
+  setView(v: [number, number, number]): void {
+    if (this.hidden()) {
+      this.deferred = () => this.setView(v);
+      return;
+    }
+    const { w, h } = this.viewportSize();
+    this.camera.scale = v[0];
+    this.camera.centerOn(v[1], v[2], w, h);
+    this.requestDraw();
+  }
+
+  private cameraTimer: ReturnType<typeof setTimeout> | null = null;
+
+  cameraMoved(): void {
+    if (this.cameraTimer) clearTimeout(this.cameraTimer);
+    this.cameraTimer = setTimeout(() => this.host.onCamera(this.side, this.view()), 200);
   }
 
   /** Centre the view on a node, zooming in when it would be too small to read. */
   focus(n: LayoutNode): void {
+    if (this.hidden()) {
+      this.deferred = () => this.focus(n);
+      return;
+    }
     const p = absPos(n);
     const { w, h } = this.viewportSize();
     if (n.h * this.camera.scale < 18) this.camera.scale = Math.min(1, 24 / n.h);
     if (n.w * this.camera.scale > w * 0.9) this.camera.scale = Math.max(0.002, (w * 0.9) / n.w);
     this.camera.centerOn(p.x + Math.min(n.w, w / this.camera.scale) / 2, p.y + Math.min(n.h, h / 3 / this.camera.scale) / 2, w, h);
     this.requestDraw();
+    this.cameraMoved();
   }
 
   layoutChanged(): void {
@@ -326,7 +379,10 @@ export class GraphPane {
       const next = this.camera.scale + (z.scale - this.camera.scale) * 0.35;
       const done = Math.abs(next - z.scale) / z.scale < 0.01;
       this.camera.zoomAt(z.sx, z.sy, (done ? z.scale : next) / this.camera.scale);
-      if (done) this.zoomTarget = null;
+      if (done) {
+        this.zoomTarget = null;
+        this.cameraMoved();
+      }
       else this.requestDraw();
     }
     this.draw();
@@ -364,119 +420,20 @@ export class GraphPane {
     this.lastDrawMs = performance.now() - t0;
   }
 
-  private local(ev: MouseEvent): { x: number; y: number } {
-    const r = this.canvas.getBoundingClientRect();
-    return { x: ev.clientX - r.left, y: ev.clientY - r.top };
-  }
-
+  /** The node under a mouse event, or null (a box still waiting for its summary is not clickable yet). */
   nodeAt(ev: MouseEvent): LayoutNode | null {
     if (!this.root) return null;
-    const p = this.local(ev);
-    const w = this.camera.toWorld(p.x, p.y);
+    const r = this.canvas.getBoundingClientRect();
+    const w = this.camera.toWorld(ev.clientX - r.left, ev.clientY - r.top);
     const n = hitTest(this.root, w.x, w.y);
-    return n && n.name ? n : null; // a box still waiting for its summary is not clickable yet
-  }
-
-  private bindEvents(): void {
-    const c = this.canvas;
-    c.addEventListener("wheel", (ev) => {
-      ev.preventDefault();
-      const p = this.local(ev);
-      // Pinch / ctrl+wheel and plain wheel both zoom around the cursor (the reference panned instead).
-      const delta = ev.deltaMode === 1 ? ev.deltaY * 16 : ev.deltaY;
-      const base = this.zoomTarget ? this.zoomTarget.scale : this.camera.scale;
-      const scale = Math.max(0.002, Math.min(4, base * Math.exp(-delta * 0.0018)));
-      this.zoomTarget = { scale, sx: p.x, sy: p.y };
-      this.requestDraw();
-    }, { passive: false });
-    let drag: { x: number; y: number; tx: number; ty: number; moved: boolean } | null = null;
-    c.addEventListener("pointerdown", (ev) => {
-      if (ev.button !== 0) return;
-      c.focus();
-      drag = { x: ev.clientX, y: ev.clientY, tx: this.camera.tx, ty: this.camera.ty, moved: false };
-      c.setPointerCapture?.(ev.pointerId);
-    });
-    c.addEventListener("pointermove", (ev) => {
-      if (!drag) return;
-      const dx = ev.clientX - drag.x;
-      const dy = ev.clientY - drag.y;
-      if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
-      drag.moved = true;
-      this.zoomTarget = null;
-      this.camera.tx = drag.tx + dx;
-      this.camera.ty = drag.ty + dy;
-      c.style.cursor = "grabbing";
-      this.requestDraw();
-    });
-    c.addEventListener("pointerup", (ev) => {
-      const d = drag;
-      drag = null;
-      c.style.cursor = "";
-      if (d && !d.moved) {
-        const n = this.nodeAt(ev);
-        if (n) this.host.onSelect(this.side, n);
-      }
-    });
-    c.addEventListener("dblclick", (ev) => {
-      const n = this.nodeAt(ev);
-      if (!n) return;
-      ev.preventDefault();
-      this.host.onSelect(this.side, n);
-      void this.toggle(n).catch((e) => this.host.onError(e));
-    });
-    c.addEventListener("keydown", (ev) => this.onKey(ev));
-  }
-
-  private onKey(ev: KeyboardEvent): void {
-    const name = this.host.selectedOn(this.side);
-    const n = name ? this.byName.get(name) : undefined;
-    const select = (m: LayoutNode | undefined | null) => {
-      if (!m || !m.name) return;
-      this.host.onSelect(this.side, m);
-      const r = this.nodeRect(m.name);
-      if (!r) this.focus(m);
-    };
-    let handled = true;
-    switch (ev.key) {
-      case "Enter":
-      case " ":
-        if (n) void this.toggle(n).catch((e) => this.host.onError(e));
-        break;
-      case "ArrowRight":
-        if (n && !n.expanded) void this.expandNode(n).catch((e) => this.host.onError(e));
-        else if (n?.children?.length) select(n.children[0]);
-        break;
-      case "ArrowLeft":
-        if (n && n.expanded) this.collapseNode(n);
-        else select(n?.parent);
-        break;
-      case "ArrowDown":
-        if (!n) select(this.root);
-        else if (n.parent?.children) select(n.parent.children[n.index + 1]);
-        break;
-      case "ArrowUp":
-        if (n?.parent?.children) select(n.parent.children[n.index - 1]);
-        break;
-      case "+":
-      case "=":
-        this.zoomBy(1.25);
-        break;
-      case "-":
-        this.zoomBy(0.8);
-        break;
-      case "f":
-        this.fit();
-        break;
-      default:
-        handled = false;
-    }
-    if (handled) ev.preventDefault();
+    return n && n.name ? n : null;
   }
 
   zoomBy(factor: number): void {
     const { w, h } = this.viewportSize();
     this.camera.zoomAt(w / 2, h / 2, factor);
     this.requestDraw();
+    this.cameraMoved();
   }
 
   /** Replace the summaries of nodes changed by a manual match. */

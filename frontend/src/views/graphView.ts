@@ -33,6 +33,8 @@ export class GraphView {
   private metricScaleValue: LogScale | null = null;
   private colourings = new Map<Side, Colouring>();
   private selectSeq = 0;
+  /** while the state is being restored, camera moves are not written back */
+  private restoring = false;
   private host: PaneHost;
 
   constructor(private ctx: AppContext) {
@@ -90,6 +92,10 @@ export class GraphView {
       onSelect: (side, n) => void this.select(side, n.name),
       onToggle: (side, n, expanded) => void this.syncToggle(side, n, expanded),
       onLayout: () => this.saveExpansionSoon(),
+      onCamera: (side, view) => {
+        if (this.restoring) return;
+        this.ctx.store.set({ camera: { ...this.ctx.store.state.camera, [side]: view } });
+      },
       onBusy: (d) => ctx.busy(d),
       onError: (e) => ctx.error(e),
     };
@@ -174,12 +180,23 @@ export class GraphView {
     if (s.colorMode === "metric") await this.loadMetric();
     await Promise.all([...this.panes.values()].map((p) => p.load()));
     await Promise.all([...this.panes.values()].map((p) => p.expandNames(s.expanded[p.side])));
-    for (const p of this.panes.values()) p.fit();
-    if (s.selected && this.panes.has(s.selected.side)) {
-      await this.select(s.selected.side, s.selected.name, { reveal: true });
-    } else {
-      this.details.clear();
-      this.renderBreadcrumbs(null, null);
+    // The view from the URL wins over fit and over centring on the selection.
+    const views = { ...s.camera };
+    this.restoring = true;
+    try {
+      for (const p of this.panes.values()) p.fit();
+      if (s.selected && this.panes.has(s.selected.side)) {
+        await this.select(s.selected.side, s.selected.name, { reveal: true });
+      } else {
+        this.details.clear();
+        this.renderBreadcrumbs(null, null);
+      }
+      for (const p of this.panes.values()) {
+        const v = views[p.side];
+        if (v) p.setView(v);
+      }
+    } finally {
+      setTimeout(() => (this.restoring = false), 250);
     }
     this.side.load();
   }

@@ -30,7 +30,8 @@ export class LegendPanel {
 
   render(): void {
     clear(this.list);
-    if (this.ctx.store.state.colorMode === "overflow") {
+    // A build graph has no precision: its colours are the overflow levels, whatever the mode says.
+    if (this.ctx.store.state.colorMode === "overflow" || this.ctx.meta()?.graph_type !== "compare") {
       for (const [level, color] of Object.entries(OVERFLOW_COLORS)) {
         this.list.append(el("div", { class: "ga-legend-item", testid: "legend-item" },
           el("span", { class: "ga-swatch", style: `background:${color}` }),

@@ -45,7 +45,7 @@ class _Mode(TorchFunctionMode):
             kwargs = {}
         cap = self.capture
         s = cap.session
-        if s.busy or not s.active:
+        if s.busy or not s.active or (s.scope_ids is not None and s.scope_depth == 0):
             return func(*args, **kwargs)
         info = lookup(func)
         if info is None:
@@ -62,10 +62,17 @@ class _Mode(TorchFunctionMode):
 _SIGNATURES: Dict[object, Optional[list]] = {}
 
 
+def _is_default(v: Any, default: Any) -> bool:
+    if v is default:
+        return True
+    return isinstance(v, (bool, int, float, str)) and type(v) is type(default) and v == default
+
+
 def _as_called(func, args: tuple, kwargs: dict):
-    """torch.nn.functional's Python functions hand their parameters to the mode as keywords; turn the
-    positional-or-keyword ones back into positions (modules call F positionally, and the reference records the
-    call as made) and drop keyword-only ones left at their default."""
+    """torch.nn.functional's Python functions hand every parameter to the mode as a keyword, the defaults too.
+    Rebuild a plausible call: positional-or-keyword parameters back into positions, then drop the trailing ones
+    (and keyword-only ones) left at their default, so `F.mse_loss(a, b)` records two arguments as the reference
+    does. Non-default arguments keep their positions."""
     params = _SIGNATURES.get(func, 0)
     if params == 0:
         params = None
@@ -79,17 +86,19 @@ def _as_called(func, args: tuple, kwargs: dict):
         return args, kwargs
     pos = list(args)
     rest = dict(kwargs)
+    defaults = []
     for p in params[len(args):]:
         if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name in rest:
             pos.append(rest.pop(p.name))
+            defaults.append(p.default)
         else:
             break
+    n_given = len(args)
+    while len(pos) > n_given and _is_default(pos[-1], defaults[len(pos) - n_given - 1]):
+        pos.pop()
     for p in params:
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name in rest:
-            v = rest[p.name]
-            if v is p.default or (isinstance(v, (bool, int, float, str)) and type(v) is type(p.default)
-                                  and v == p.default):
-                del rest[p.name]
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name in rest and _is_default(rest[p.name], p.default):
+            del rest[p.name]
     return pos, rest
 
 

@@ -171,11 +171,15 @@ class PrecisionDebugger:
         """Scoped capture of one module (and its children) for the duration of the block, within a step."""
         if self._modules is None:
             raise TbprobeError("capture(module) needs level L0 or mix")
-        self.start(module)
+        model = self.model if self.model is not None else module
+        self.session.scope_ids = {id(m) for m in module.modules()}
         try:
+            self.start(model)
             yield self
         finally:
             self.stop()
+            self.session.scope_ids = None
+            self.session.scope_depth = 0
 
     @property
     def hook_errors(self) -> int:

@@ -7,7 +7,7 @@ its work handle's wait() returns, since only then does the output hold the resul
 from typing import Any, Dict
 
 from tbprobe.collector.naming import api_name
-from tbprobe.collector.pytorch.session import Session
+from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["DistributedCapture", "COLLECTIVES"]
 
@@ -92,6 +92,8 @@ class DistributedCapture:
                 s.busy += 1
                 try:
                     s.record.add_construct(name, parent)
+                    for t in flatten_tensors(args):
+                        s.stats.forget(t)
                     if keep:
                         # the reference writes the (now reduced/received) tensor arguments as the output
                         outs = [s.items.value(a, f"{name}.output.{i}") for i, a in enumerate(args)

@@ -30,10 +30,11 @@ class _ParamGrads:
         self.names = names
         self.pending: Dict[str, Any] = {}
         self.step = -1
+        self.module_id = 0
 
     def on_grad(self, pname: str, grad: torch.Tensor) -> None:
         s = self.hooks.session
-        if not s.active or s.busy:
+        if not s.active or s.busy or (s.scope_ids is not None and self.module_id not in s.scope_ids):
             return
         s.busy += 1
         try:
@@ -76,6 +77,7 @@ class ModuleHooks:
             params = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
             if params:
                 pg = _ParamGrads(self, base, [n for n, _ in params])
+                pg.module_id = id(mod)
                 for n, p in params:
                     self.handles.append(p.register_hook(_param_hook(pg, n)))
 
@@ -91,6 +93,10 @@ class ModuleHooks:
         def pre_hook(mod, args, kwargs):
             if not s.active or s.busy:
                 return None
+            if s.scope_ids is not None:
+                if id(mod) not in s.scope_ids:
+                    return None
+                s.scope_depth += 1
             s.busy += 1
             try:
                 idx = s.counters.next(base)
@@ -129,6 +135,8 @@ class ModuleHooks:
             if not calls or not s.active:
                 return None
             call = calls.pop()
+            if s.scope_ids is not None:
+                s.scope_depth -= 1
             if s.fw_stack and s.fw_stack[-1] == call.name:
                 s.fw_stack.pop()
             if s.busy:

@@ -159,6 +159,8 @@ class Session:
         self.bw_active: List[BackwardTracker] = []
         self.trackers: List[BackwardTracker] = []
         self.in_optimizer = False
+        self.scope_ids: Optional[set] = None   # capture(module): ids of the module and its descendants
+        self.scope_depth = 0                   # >0 while a scoped module's forward runs
         self.producers: Dict[int, tuple] = {}   # id(tensor) -> (weakref, version, producer name)
         self._data_names: Dict[str, bool] = {}
 
@@ -205,6 +207,9 @@ class Session:
         fname = f"{key}.pt"
         item["data_name"] = fname
         self.record.tensor_files.append((fname, t.detach().clone()))
+
+    def in_module_scope(self) -> bool:
+        return self.scope_ids is None or self.scope_depth > 0
 
     def forward_parent(self) -> Optional[str]:
         if self.in_optimizer:

@@ -6,6 +6,7 @@ per step. A tensor seen twice unmodified (same object, same _version) is summari
 NaN/Inf counts are only non-zero when Max/Min are not finite; they are then counted at the flush from the live
 tensor (when it is still alive and unmodified) instead of paying two more kernels on every tensor.
 """
+import math
 import weakref
 import zlib
 from typing import Any, Dict, List, Optional, Tuple
@@ -16,7 +17,9 @@ import torch
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
 
 _FLOAT_COMPUTE = (torch.float16, torch.bfloat16, torch.float64)  # mean/norm of these are computed in float32
-_BATCH = 2048  # vectors kept as separate device tensors before they are concatenated into one
+_BATCH = 2048
+_grad_enabled = torch.is_grad_enabled
+_set_grad = torch._C._set_grad_enabled  # vectors kept as separate device tensors before they are concatenated into one
 
 
 def is_summarisable(t: torch.Tensor) -> bool:
@@ -31,27 +34,29 @@ def is_summarisable(t: torch.Tensor) -> bool:
 
 
 def _vector(t: torch.Tensor) -> torch.Tensor:
+    """[Max, Min, Mean, Norm] of `t` as one small device tensor: aminmax, mean, vector_norm and one stack.
+
+    Callers hold no_grad. Max/Min keep the tensor's dtype (converted exactly when stacked); Mean/Norm of
+    integer, half and float64 tensors are computed in float32, as REFERENCE.md s1 says."""
     dt = t.dtype
+    if dt == torch.float32:
+        if t.dim() == 0:  # the reference writes the value itself for all four statistics of a 0-dim tensor
+            return torch.stack([t, t, t, t])
+        mn, mx = torch.aminmax(t)
+        return torch.stack([mx, mn, t.mean(), torch.linalg.vector_norm(t)])
     if dt == torch.bool:
-        ti = t.to(torch.float32)
-        return torch.stack([ti.amax(), ti.amin(), ti.mean(), torch.linalg.vector_norm(ti),
-                            torch.count_nonzero(t).to(torch.float32)])
+        t = t.to(torch.float32)
+        return torch.stack([t.amax(), t.amin(), t.mean(), torch.linalg.vector_norm(t)])
     if t.is_complex():
         t = t.abs()
         dt = t.dtype
-    if t.dim() == 0:  # the reference writes the value itself for all four statistics of a 0-dim tensor
-        out_dtype = torch.float64 if dt in (torch.float64, torch.int64, torch.int32) else torch.float32
-        v = t.to(out_dtype)
-        return torch.stack([v, v, v, v, (t != 0).to(out_dtype)])
+    out = torch.float64 if dt in (torch.float64, torch.int64, torch.int32) else torch.float32
+    if t.dim() == 0:
+        v = t.to(out)
+        return torch.stack([v, v, v, v])
     mn, mx = torch.aminmax(t)
-    if dt == torch.float32:
-        tf = t
-    else:
-        tf = t.to(torch.float32)
-    parts = [mx, mn, tf.mean(), torch.linalg.vector_norm(tf), torch.count_nonzero(t)]
-    if dt == torch.float64 or dt in (torch.int64, torch.int32):
-        return torch.stack([p.to(torch.float64) for p in parts])
-    return torch.stack([p.to(torch.float32) for p in parts])
+    tf = t if dt == torch.float32 else t.to(torch.float32)
+    return torch.stack([mx.to(out), mn.to(out), tf.mean().to(out), torch.linalg.vector_norm(tf).to(out)])
 
 
 class StatBuffer:
@@ -73,8 +78,14 @@ class StatBuffer:
         hit = self._cache.get(key)
         if hit is not None and hit[1] == version and hit[0]() is t:
             return hit[2]
-        with torch.no_grad():
-            vec = _vector(t.detach())
+        grad = _grad_enabled()
+        if grad:  # two C calls instead of a no_grad context manager per tensor
+            _set_grad(False)
+        try:
+            vec = _vector(t)
+        finally:
+            if grad:
+                _set_grad(True)
         slot = self._count
         self._count += 1
         self._pending.append(vec)
@@ -89,10 +100,16 @@ class StatBuffer:
             self._merge()
         return slot
 
+    def forget(self, t: torch.Tensor) -> None:
+        """`t` was changed without a version bump (a collective writes through C++): summarise it anew."""
+        self._cache.pop(id(t), None)
+
     def _merge(self) -> None:
         if self._pending:
-            dtype = torch.float64 if any(v.dtype == torch.float64 for v in self._pending) else torch.float32
-            self._batches.append(torch.cat([v.to(dtype).reshape(1, -1) for v in self._pending]))
+            if any(v.dtype != torch.float32 for v in self._pending):
+                self._batches.append(torch.stack([v.to(torch.float64) for v in self._pending]))
+            else:
+                self._batches.append(torch.stack(self._pending))
             self._pending = []
 
     def collect(self) -> List[Optional[List[float]]]:
@@ -106,25 +123,29 @@ class StatBuffer:
             dtype = torch.float64 if any(b.dtype == torch.float64 for b in self._batches) else torch.float32
             host = torch.cat([b.to(dtype) for b in self._batches]).cpu().tolist()
         out: List[Optional[List[float]]] = []
-        for slot, row in enumerate(host):
-            mx, mn = row[0], row[1]
-            nan = inf = 0
-            if not (np.isfinite(mx) and np.isfinite(mn)):
-                nan, inf = self._count_nonfinite(slot)
-            out.append(row + [nan, inf])
+        with torch.no_grad():
+            for slot, row in enumerate(host):
+                out.append(row + self._counts(slot, row))
         self.reset()
         return out
 
-    def _count_nonfinite(self, slot: int) -> Tuple[Optional[int], Optional[int]]:
+    def _counts(self, slot: int, row: List[float]) -> List[Optional[int]]:
+        """[zero_count, nan_count, inf_count], counted from the live tensor when it is still alive and unchanged.
+
+        NaN/Inf counts are exactly 0 when Max and Min are finite; otherwise, and for the zero count, the tensor is
+        needed: a tensor freed or changed before the step ended gets null (unknown). This keeps per-tensor work in
+        the hot path at four kernels."""
+        finite = math.isfinite(row[0]) and math.isfinite(row[1])
         ref, version = self._refs[slot]
         t = ref() if ref is not None else None
-        if t is None or t._version != version:
-            return None, None   # unknown: the tensor is gone or was changed since
-        with torch.no_grad():
-            t = t.detach()
-            if t.is_complex():
-                t = t.abs()
-            return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+        if t is None or t._version != version or t.is_meta:
+            return [None, 0, 0] if finite else [None, None, None]
+        if t.is_complex():
+            t = t.abs()
+        zeros = t.numel() - int(torch.count_nonzero(t))
+        if finite:
+            return [zeros, 0, 0]
+        return [zeros, int(torch.isnan(t).sum()), int(torch.isinf(t).sum())]
 
     def reset(self) -> None:
         self._pending = []

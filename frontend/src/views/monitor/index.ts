@@ -51,6 +51,7 @@ class MonitorView {
   private series: Series[] = [];
   private marker: number | null = null;
   private anomalyItems: AnomalyItem[] = [];
+  private focusModule: string | null = null;
   private loadToken = 0;
   private ready = false;
 
@@ -109,7 +110,12 @@ class MonitorView {
     root.append(box);
 
     this.jobSel.onchange = () => this.selectJob(this.jobSel.value);
-    this.modeSel.onchange = () => { this.mode = this.modeSel.value as Mode; this.offset = 0; void this.load(); };
+    this.modeSel.onchange = () => {
+      this.mode = this.modeSel.value as Mode;
+      this.offset = 0;
+      this.highlight = null;
+      void this.load();
+    };
     this.metricSel.onchange = () => { this.metric = this.metricSel.value; this.fillOps(); void this.load(); };
     this.opSel.onchange = () => { this.op = this.opSel.value; void this.load(); };
     this.rankSel.onchange = () => { this.rank = Number(this.rankSel.value); void this.load(); };
@@ -162,6 +168,8 @@ class MonitorView {
     this.offset = 0;
     this.specs = [];
     this.series = [];
+    this.focusModule = null;
+    this.highlight = null;
     this.drawChart();
     await Promise.all([this.load(), this.loadAnomalies()]);
   }
@@ -174,8 +182,9 @@ class MonitorView {
 
   private moduleForMode(): string | undefined {
     if (this.mode !== "step_rank") return undefined;
-    if (this.highlight && this.data && this.data.mode !== "step_rank") return this.highlight.row;
-    return this.specs.length ? this.specs[this.specs.length - 1].module : this.data?.rows[0];
+    // the module last clicked or jumped to, else the first row of the module heatmap on screen
+    if (!this.focusModule && this.data && this.data.mode !== "step_rank") this.focusModule = this.data.rows[0];
+    return this.focusModule || undefined;
   }
 
   async load(focus?: string): Promise<void> {
@@ -246,6 +255,7 @@ class MonitorView {
     await this.load(a.module);
     const col = this.colOfStep(a.step);
     this.highlight = { row: a.module, col };
+    this.focusModule = a.module;
     this.redraw();
     this.addSeries({ rank: a.rank, module: a.module, metric: a.metric, op: a.op }, a.step);
   }
@@ -275,6 +285,7 @@ class MonitorView {
       marker = d.step ?? null;
     }
     this.highlight = { row: d.rows[r], col: c };
+    this.focusModule = spec.module;
     this.redraw();
     this.addSeries(spec, marker);
   }

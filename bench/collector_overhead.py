@@ -1,0 +1,138 @@
+"""Collector overhead: the same training loop with no tool, with msprobe and with tbprobe, in one run.
+
+    .venv/bin/python bench/collector_overhead.py [--quick] [--msprobe-python /tmp/peers/msprobe/bin/python]
+
+Each measurement runs in a fresh subprocess (msprobe patches torch globally). Step time = median over the
+measured steps, after warm-up, with the collector dumping every measured step. Prints step-time ratios against
+no tool and tbprobe's added time as a fraction of msprobe's.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER_PYTHON = os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "msprobe", "bin", "python")
+
+SMALL = {"dim": 32, "layers": 2, "ctx": 16, "batch": 4}
+LARGE = {"dim": 256, "layers": 2, "ctx": 64, "batch": 8}
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import torch
+    import torch.nn.functional as F
+    from train_gpt import GPT
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = GPT(dim=shape["dim"], heads=4, layers=shape["layers"], ctx=shape["ctx"], dropout=0.0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(0)
+    data = torch.randint(0, 64, (shape["batch"], shape["ctx"] + 1), generator=gen)
+    x, y = data[:, :-1], data[:, 1:]
+    tmp = tempfile.mkdtemp(prefix=f"bench_{tool}_")
+    debugger = None
+    if tool != "none":
+        cfg = {"task": "statistics", "dump_path": os.path.join(tmp, "dump"), "rank": [],
+               "step": list(range(warmup + steps)), "level": level, "async_dump": False,
+               "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": mode}}
+        path = os.path.join(tmp, "config.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        if tool == "msprobe":
+            from msprobe.pytorch import PrecisionDebugger
+        else:
+            sys.path.insert(0, ROOT)
+            from tbprobe import PrecisionDebugger
+        debugger = PrecisionDebugger(config_path=path)
+    times, rss = [], []
+    for step in range(warmup + steps):
+        t0 = time.perf_counter()
+        if debugger is not None and started:
+            debugger.start(model=model)
+        loss = F.cross_entropy(model(x).view(-1, 64), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if debugger is not None and started:
+            debugger.stop()
+            debugger.step()
+        times.append(time.perf_counter() - t0)
+        rss.append(_rss_mb())
+    if debugger is not None and hasattr(debugger, "close"):
+        debugger.close()
+    return {"step_s": statistics.median(times[warmup:]), "rss_first": rss[min(warmup, len(rss) - 1)],
+            "rss_last": rss[-1]}
+
+
+def run(python: str, tool: str, level: str, mode: str, shape: str, warmup: int, steps: int,
+        started: bool = True) -> dict:
+    cmd = [python, os.path.abspath(__file__), "--worker", tool, level, mode, shape, str(warmup), str(steps),
+           "1" if started else "0"]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--msprobe-python", default=PEER_PYTHON)
+    p.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        tool, level, mode, shape, warmup, steps, started = args.worker
+        out = worker(tool, level, mode, SMALL if shape == "small" else LARGE, int(warmup), int(steps), started == "1")
+        print(json.dumps(out))
+        return
+    ours = sys.executable
+    have_ms = os.path.exists(args.msprobe_python)
+    n_small, n_large = (8, 3) if args.quick else (20, 6)
+    cases = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),
+             ("small", "L1", "md5"), ("large", "L1", "statistics")]
+    print(f"{'case':<22} {'no tool ms':>10} {'msprobe ms':>11} {'ratio':>7} {'tbprobe ms':>11} {'ratio':>7}"
+          f" {'added tb/ms':>11}")
+    rows = []
+    for shape, level, mode in cases:
+        n = n_small if shape == "small" else n_large
+        base = run(ours, "none", level, mode, shape, 3, n)
+        tb = run(ours, "tbprobe", level, mode, shape, 3, n)
+        ms = run(args.msprobe_python, "msprobe", level, mode, shape, 3, n) if have_ms else {"error": "absent"}
+        b = base["step_s"]
+        t = tb.get("step_s")
+        m = ms.get("step_s")
+        frac = (t - b) / (m - b) if (t and m and m > b) else float("nan")
+        name = f"{shape} {level} {mode}"
+        print(f"{name:<22} {b * 1e3:>10.2f} {(m or float('nan')) * 1e3:>11.2f} {(m or float('nan')) / b:>6.2f}x"
+              f" {t * 1e3:>11.2f} {t / b:>6.2f}x {frac:>11.3f}")
+        rows.append((name, b, m, t))
+    # created but not started, and memory over many steps
+    n_idle = 40 if args.quick else 100
+    base = run(ours, "none", "L1", "statistics", "small", 5, n_idle)
+    idle = run(ours, "tbprobe", "L1", "statistics", "small", 5, n_idle, started=False)
+    print(f"\nnot started: {idle['step_s'] / base['step_s']:.3f}x of no tool")
+    n_mem = 60 if args.quick else 200
+    mem = run(ours, "tbprobe", "L1", "statistics", "small", 5, n_mem)
+    print(f"peak memory over {n_mem} steps at L1: RSS {mem['rss_first']:.0f} MB after warm-up -> "
+          f"{mem['rss_last']:.0f} MB at the end")
+    if not have_ms:
+        print("\nmsprobe not installed (../shared/peers/setup.sh): its column is empty")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Temporary per-process databases: a worker (a rank job, or the helper sharing one rank's work) writes its rows
+to disk as it makes them, and the parent streams them into the real file; nobody holds a rank in memory."""
+import json
+import sqlite3
+from typing import Dict, Optional
+
+from tbprobe.formats.vis_schema import (
+    EDGE_COLUMNS,
+    FINDING_COLUMNS,
+    NODE_COLUMNS,
+    NODE_EXT_COLUMNS,
+    TABLE_STATEMENTS,
+    TBPROBE_TABLE_STATEMENTS,
+)
+
+__all__ = ["RankDb", "copy_nodes", "copy_all"]
+
+
+class RankDb:
+    """The tables of a .vis.db without indexes, filled in one transaction; the same add_* methods as
+    VisDbWriter."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=OFF")
+        self.conn.execute("PRAGMA synchronous=OFF")
+        self.conn.execute("BEGIN")
+        for stmt in TABLE_STATEMENTS + TBPROBE_TABLE_STATEMENTS:
+            self.conn.execute(stmt)
+
+    def _insert(self, table: str, width: int, rows) -> None:
+        self.conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * width)})", rows)
+
+    def add_nodes(self, rows) -> None:
+        self._insert("tb_nodes", len(NODE_COLUMNS), rows)
+
+    def add_stacks(self, rows) -> None:
+        self._insert("tb_stack", 2, rows)
+
+    def add_node_ext(self, rows) -> None:
+        self._insert("tbprobe_node_ext", len(NODE_EXT_COLUMNS), rows)
+
+    def add_edges(self, rows) -> None:
+        self._insert("tbprobe_edges", len(EDGE_COLUMNS), rows)
+
+    def add_findings(self, rows) -> None:
+        self._insert("tbprobe_findings", len(FINDING_COLUMNS), rows)
+
+    def close(self) -> None:
+        self.conn.execute("COMMIT")
+        self.conn.close()
+
+
+def copy_nodes(path: str, sink, linked: Optional[Dict[str, dict]] = None, col: int = 13) -> None:
+    """tb_nodes rows of a temporary database into `sink`, with matched_distributed patched from `linked`."""
+    conn = sqlite3.connect(path)
+    try:
+        if not linked:
+            sink.add_nodes(conn.execute("SELECT * FROM tb_nodes"))
+            return
+
+        def rows():
+            for row in conn.execute("SELECT * FROM tb_nodes"):
+                info = linked.get(row[0])
+                if info is not None:
+                    row = list(row)
+                    row[col] = json.dumps(info)
+                yield row
+        sink.add_nodes(rows())
+    finally:
+        conn.close()
+
+
+def copy_all(path: str, sink, linked: Optional[Dict[str, dict]] = None, col: int = 13) -> None:
+    copy_nodes(path, sink, linked, col)
+    conn = sqlite3.connect(path)
+    try:
+        sink.add_stacks(conn.execute("SELECT * FROM tb_stack"))
+        sink.add_node_ext(conn.execute("SELECT * FROM tbprobe_node_ext"))
+        sink.add_edges(conn.execute("SELECT * FROM tbprobe_edges"))
+        sink.add_findings(conn.execute("SELECT * FROM tbprobe_findings"))
+    finally:
+        conn.close()

@@ -1,0 +1,57 @@
+import glob
+import json
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+PEER_PYTHON = os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "msprobe", "bin", "python")
+PEER_MSPROBE = os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "msprobe", "bin", "msprobe")
+
+
+def need_peers():
+    if not (os.path.exists(PEER_PYTHON) and os.path.exists(PEER_MSPROBE)):
+        pytest.skip("peers not installed: run ../shared/peers/setup.sh")
+
+
+def rank_dirs(dump_path, step=0):
+    return sorted(glob.glob(os.path.join(dump_path, f"step{step}", "*")))
+
+
+def load_rank(rank_dir):
+    out = {}
+    for name in ("dump", "construct", "stack"):
+        with open(os.path.join(rank_dir, f"{name}.json")) as f:
+            out[name] = json.load(f)
+    return out
+
+
+def make_debugger(tmp_path, level="mix", steps=1, summary_mode="statistics", task="statistics", **block):
+    from run_model import config
+
+    from tbprobe import PrecisionDebugger
+
+    cfg = config(str(tmp_path / "dump"), level, summary_mode, steps, task)
+    if block:
+        cfg.setdefault(task, {}).update(block)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return PrecisionDebugger(config_path=str(path))
+
+
+@pytest.fixture
+def debugger_factory(tmp_path):
+    made = []
+
+    def factory(**kw):
+        d = make_debugger(tmp_path, **kw)
+        made.append(d)
+        return d
+
+    yield factory
+    for d in made:
+        d.close()

@@ -1,0 +1,74 @@
+import glob
+import json
+import os
+
+import pytest
+
+from tbprobe.collector.config import load_config, parse_config
+from tbprobe.errors import TbprobeError
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "msprobe-26.2.0")
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(FIXTURES, "collector", "*", "config.json"))
+                                        + glob.glob(os.path.join(FIXTURES, "inputs", "*_config*.json"))))
+def test_reference_configs_are_accepted(path):
+    cfg = load_config(path)
+    with open(path) as f:
+        raw = json.load(f)
+    assert cfg.task == raw["task"]
+    assert cfg.level == raw.get("level", "L1")
+    assert list(cfg.steps) == sorted(raw.get("step", []))
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"task": "statistics", "levle": "L1"}, "'levle'"),
+    ({"level": "L3"}, "level"),
+    ({"task": "nope"}, "task"),
+    ({"step": "0"}, "step"),
+    ({"step": [-1]}, "step"),
+    ({"rank": ["3-1"]}, "rank"),
+    ({"async_dump": "yes"}, "async_dump"),
+    ({"statistics": {"summary_mode": "sha"}}, "summary_mode"),
+    ({"statistics": {"data_mode": ["sideways"]}}, "data_mode"),
+    ({"statistics": {"scope": ["only.one"]}}, "scope"),
+    ({"statistics": {"lists": []}}, "statistics.lists"),
+    ({"risk_level": "MOST"}, "risk_level"),
+    ({"task": "overflow_check"}, "not supported"),
+])
+def test_bad_config_is_one_clear_error(raw, words):
+    with pytest.raises(TbprobeError) as info:
+        parse_config(raw)
+    assert words in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_ranges_defaults_and_risk_level():
+    cfg = parse_config({"rank": [0, "4-6"], "step": [3, 1], "statistics": {"list": ["linear"]}})
+    assert cfg.ranks == (0, 4, 5, 6)
+    assert cfg.steps == (1, 3)
+    assert cfg.level == "L1" and cfg.summary_mode == "statistics"
+    assert cfg.effective_risk_level == "ALL"          # a list was given
+    assert parse_config({}).effective_risk_level == "FOCUS"
+    assert parse_config({"risk_level": "CORE"}).effective_risk_level == "CORE"
+
+
+def test_missing_or_broken_file(tmp_path):
+    with pytest.raises(TbprobeError, match="not found"):
+        load_config(str(tmp_path / "missing.json"))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(TbprobeError, match="not a readable JSON"):
+        load_config(str(bad))
+
+
+def test_debugger_raises_at_construction(tmp_path):
+    from tbprobe import PrecisionDebugger
+
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"task": "statistics", "level": "L9"}))
+    with pytest.raises(TbprobeError):
+        PrecisionDebugger(config_path=str(p))
+    # explicit arguments override the file
+    d = PrecisionDebugger(dump_path=str(tmp_path / "d"), level="L0", task="structure", step=[0])
+    assert d.config.level == "L0" and d.config.task == "structure" and d.config.steps == (0,)

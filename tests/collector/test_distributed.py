@@ -1,0 +1,84 @@
+"""Two processes, gloo: collectives, point to point (sync and async) and DDP, each rank in its own folder."""
+import json
+import os
+import socket
+import sys
+
+import pytest
+import torch.multiprocessing as mp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, dump: str, port: int) -> None:
+    sys.path.insert(0, HERE)
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dbg = PrecisionDebugger(dump_path=dump, level="mix", step=[0, 1])   # created before the process group
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        dbg.start(model=model)
+        y = model(torch.randn(2, 4) + rank)
+        t = y.detach().clone()
+        dist.all_reduce(t)
+        if rank == 0:
+            dist.send(t, dst=1)
+            work = dist.isend(t * 2, dst=1)
+            work.wait()
+        else:
+            buf = torch.empty_like(t)
+            dist.recv(buf, src=0)
+            buf2 = torch.empty_like(t)
+            work = dist.irecv(buf2, src=0)
+            work.wait()
+            assert torch.equal(buf2, buf * 2)
+        y.sum().backward()
+        opt.step()
+        opt.zero_grad()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_ranks_gloo(tmp_path):
+    dump = str(tmp_path / "dump")
+    mp.spawn(_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    for step in (0, 1):
+        assert sorted(os.listdir(os.path.join(dump, f"step{step}"))) == ["rank0", "rank1"]
+    data = {}
+    for rank in (0, 1):
+        with open(os.path.join(dump, "step0", f"rank{rank}", "dump.json")) as f:
+            data[rank] = json.load(f)["data"]
+        with open(os.path.join(dump, "step0", f"rank{rank}", "construct.json")) as f:
+            construct = json.load(f)
+        assert "Module.module.0.Linear.forward.0" in data[rank]           # DDP's wrapped modules
+        assert "Module.module.0.Linear.parameters_grad.0" in data[rank]
+        ar = data[rank]["Distributed.all_reduce.0.forward"]
+        assert ar["output"][0]["Max"] >= ar["input_args"][0]["Max"] or ar["output"][0]["Min"] <= ar["input_args"][0]["Min"]
+        assert construct["Distributed.all_reduce.0.forward"] is None
+    assert "Distributed.send.0.forward" in data[0] and "Distributed.isend.0.forward" in data[0]
+    assert data[0]["Distributed.send.0.forward"]["input_kwargs"]["dst"] == {"type": "int", "value": 1}
+    recv = data[1]["Distributed.recv.0.forward"]
+    irecv = data[1]["Distributed.irecv.0.forward"]          # recorded after wait(): holds the received values
+    assert irecv["output"][0]["Max"] == pytest.approx(2 * recv["output"][0]["Max"])
+    # all_reduce gives both ranks the same result
+    assert data[0]["Distributed.all_reduce.0.forward"]["output"][0]["Norm"] == \
+        data[1]["Distributed.all_reduce.0.forward"]["output"][0]["Norm"]

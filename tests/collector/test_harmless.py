@@ -1,0 +1,137 @@
+"""The collector never hurts the training run."""
+import errno
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import make_debugger, rank_dirs
+from run_model import train
+
+from tbprobe.errors import TbprobeError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.mark.parametrize("model, level, mode", [("gpt", "mix", "statistics"), ("conv", "L0", "statistics"),
+                                                ("mlp", "L1", "md5")])
+def test_losses_and_weights_bitwise_identical(tmp_path, model, level, mode):
+    torch.manual_seed(7)
+    plain_model, plain_losses = train(None, model, steps=3)
+    dbg = make_debugger(tmp_path, level=level, steps=3, summary_mode=mode)
+    torch.manual_seed(7)
+    probed_model, probed_losses = train(dbg, model, steps=3)
+    dbg.close()
+    assert len(rank_dirs(str(tmp_path / "dump"), 2)) == 1        # it did collect
+    for a, b in zip(plain_losses, probed_losses):
+        assert torch.equal(a, b)
+    for (n, p), (_, q) in zip(plain_model.state_dict().items(), probed_model.state_dict().items()):
+        assert torch.equal(p, q), n
+
+
+def test_hook_exception_is_caught_counted_logged_once(tmp_path, monkeypatch, caplog):
+    import tbprobe.collector.pytorch.stats as stats
+
+    def broken(t):
+        raise RuntimeError("forced failure")
+
+    monkeypatch.setattr(stats, "_vector", broken)
+    torch.manual_seed(7)
+    _, plain = train(None, "mlp", steps=2)
+    dbg = make_debugger(tmp_path, level="mix", steps=2)
+    torch.manual_seed(7)
+    with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
+        _, probed = train(dbg, "mlp", steps=2)
+    dbg.close()
+    assert all(torch.equal(a, b) for a, b in zip(plain, probed))
+    assert dbg.hook_errors > 5
+    forced = [r for r in caplog.records if "forced failure" in r.getMessage()]
+    assert len(forced) == len(dbg.guard.counts)          # one message per kind ...
+    assert max(dbg.guard.counts.values()) > 1            # ... however often it happened
+
+
+def test_unwritable_dump_path_is_clear_error_at_start(tmp_path):
+    from tbprobe import PrecisionDebugger
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    dbg = PrecisionDebugger(dump_path=str(blocker / "dump"), level="L1", step=[0])
+    with pytest.raises(TbprobeError, match="not writable"):
+        dbg.start()
+    dbg.close()
+
+
+def test_disk_full_stops_collection_training_continues(tmp_path, monkeypatch, caplog):
+    import tbprobe.collector.writer as writer
+
+    real = writer.write_json_atomic
+    calls = {"n": 0}
+
+    def full_after_first_step(path, obj, indent=1):
+        calls["n"] += 1
+        if calls["n"] > 4:   # the first step's four files succeed, then the disk is "full"
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, obj, indent)
+
+    monkeypatch.setattr(writer, "write_json_atomic", full_after_first_step)
+    dbg = make_debugger(tmp_path, level="L1", steps=5)
+    with caplog.at_level(logging.ERROR, logger="tbprobe.collector"):
+        _, losses = train(dbg, "mlp", steps=5)
+    dbg.close()
+    assert len(losses) == 5
+    assert rank_dirs(str(tmp_path / "dump"), 0)
+    assert not os.path.exists(os.path.join(rank_dirs(str(tmp_path / "dump"), 1)[0], "dump.json"))
+    assert any("disk full" in r.getMessage() for r in caplog.records)
+    assert dbg._finished                                   # switched itself off
+
+
+KILL_SCRIPT = r'''
+import json, os, sys, time
+sys.path.insert(0, {here!r})
+import torch
+from run_model import build, config
+from tbprobe import PrecisionDebugger
+cfg = config({dump!r}, "mix", steps=10)
+json.dump(cfg, open({cfgp!r}, "w"))
+dbg = PrecisionDebugger(config_path={cfgp!r})
+model, data, loss_fn = build("mlp")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(10):
+    dbg.start(model=model)
+    loss = loss_fn(model(data[0][0]), data[0][1])
+    if step == 3:
+        dbg._writer.flush()
+        open({flag!r}, "w").write("mid-step")
+        time.sleep(60)
+    loss.backward(); opt.step(); opt.zero_grad()
+    dbg.stop(); dbg.step()
+'''
+
+
+def test_sigkill_mid_step_leaves_completed_steps_readable(tmp_path):
+    dump, flag = str(tmp_path / "dump"), str(tmp_path / "flag")
+    script = KILL_SCRIPT.format(here=HERE, dump=dump, cfgp=str(tmp_path / "c.json"), flag=flag)
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(flag) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert os.path.exists(flag), "the training subprocess never reached step 3"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for step in range(3):
+        (rank,) = rank_dirs(dump, step)
+        for name in ("dump", "construct", "stack"):
+            with open(os.path.join(rank, f"{name}.json")) as f:
+                json.load(f)
+    assert not os.path.exists(os.path.join(dump, "step3"))
+    leftovers = [f for _, _, files in os.walk(dump) for f in files if ".tmp-" in f]
+    assert leftovers == []

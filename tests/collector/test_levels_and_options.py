@@ -1,0 +1,188 @@
+"""Levels, filters, tasks and the loop conveniences, on real CPU training."""
+import glob
+import json
+import os
+
+import torch
+from conftest import load_rank, make_debugger, rank_dirs
+from run_model import build, train
+
+from tbprobe import PrecisionDebugger
+
+
+def dump_of(tmp_path, step=0):
+    return load_rank(rank_dirs(str(tmp_path / "dump"), step)[0])
+
+
+def test_l1_writes_empty_construct_and_operator_names(tmp_path):
+    dbg = make_debugger(tmp_path, level="L1")
+    train(dbg, "mlp", 1)
+    dbg.close()
+    r = dump_of(tmp_path)
+    assert r["construct"] == {}
+    names = list(r["dump"]["data"])
+    assert names[:2] == ["Functional.linear.0.forward", "Functional.relu.0.forward"]
+    assert "Functional.linear.0.backward" in names and "Functional.mse_loss.0.backward" in names
+    assert not any(n.startswith("Module.") for n in names)
+
+
+def test_operator_counters_dunders_and_inplace_input_before_mutation(tmp_path):
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    x = torch.ones(3, requires_grad=True)
+    dbg.start()
+    y = x + 1                  # Tensor.__add__
+    z = y.add(1)               # Tensor.add
+    w = torch.matmul(z, z)     # Torch.matmul
+    h = z * 1.0
+    h.mul_(3.0)                # in-place: input recorded as it was before
+    (w + h.sum()).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    for name in ("Tensor.__add__.0.forward", "Tensor.add.0.forward", "Torch.matmul.0.forward",
+                 "Tensor.__mul__.0.forward", "Tensor.mul_.0.forward", "Tensor.__add__.1.forward",
+                 "Torch.matmul.0.backward", "Tensor.mul_.0.backward"):
+        assert name in data, name
+    mul = data["Tensor.mul_.0.forward"]
+    assert mul["input_args"][0]["Max"] == 3.0 and mul["output"][0]["Max"] == 9.0
+    assert data["Torch.matmul.0.forward"]["output"][0]["Max"] == 27.0
+    assert "Tensor.sum.0.forward" in data and "Tensor.backward.0.forward" not in data
+
+
+def test_step_filter_switches_off_for_good_and_restores_torch(tmp_path):
+    dbg = make_debugger(tmp_path, level="mix", steps=1)   # step [0] only
+    original_add = torch.Tensor.__add__
+    model, _ = train(dbg, "mlp", 3)
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0"]
+    assert dbg._finished and torch.Tensor.__add__ is original_add
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_scope_list_and_data_mode(tmp_path):
+    (tmp_path / "a").mkdir()
+    dbg = make_debugger(tmp_path / "a", level="mix", scope=["Module.fc1.Linear.forward.0", "Module.act.ReLU.forward.0"])
+    train(dbg, "mlp", 1)
+    dbg.close()
+    data = dump_of(tmp_path / "a")["dump"]["data"]
+    assert "Module.fc1.Linear.forward.0" in data and "Module.act.ReLU.forward.0" in data
+    assert "Functional.linear.0.forward" in data and "Module.fc2.Linear.forward.0" not in data
+    assert "Module.fc1.Linear.backward.0" in data and "Module.fc2.Linear.backward.0" not in data
+
+    (tmp_path / "b").mkdir()
+    dbg = make_debugger(tmp_path / "b", level="L1", list=["relu"], data_mode=["forward"])
+    train(dbg, "mlp", 1)
+    dbg.close()
+    assert list(dump_of(tmp_path / "b")["dump"]["data"]) == ["Functional.relu.0.forward"]
+
+
+def test_risk_levels(tmp_path):
+    def names(risk):
+        d = tmp_path / risk
+        d.mkdir()
+        dbg = make_debugger(d, level="L1", risk_level=risk)
+        train(dbg, "gpt", 1)
+        dbg.close()
+        r = dump_of(d)
+        return set(r["dump"]["data"])
+
+    focus, core, every = names("FOCUS"), names("CORE"), names("ALL")
+    assert "Tensor.transpose.0.forward" in every and "Tensor.transpose.0.forward" not in focus
+    assert "Functional.gelu.0.forward" in focus and "Functional.gelu.0.forward" not in core
+    assert "Functional.linear.0.forward" in core and "Functional.scaled_dot_product_attention.0.forward" in core
+    assert core < focus < every
+
+
+def test_task_tensor_saves_pt_files_and_structure_has_no_stats(tmp_path):
+    (tmp_path / "t").mkdir()
+    dbg = make_debugger(tmp_path / "t", level="L0", task="tensor")
+    train(dbg, "mlp", 1)
+    dbg.close()
+    rank = rank_dirs(str(tmp_path / "t" / "dump"))[0]
+    r = load_rank(rank)
+    item = r["dump"]["data"]["Module.fc1.Linear.forward.0"]["input_args"][0]
+    assert item["data_name"] == "Module.fc1.Linear.forward.0.input.0.pt"
+    assert r["dump"]["dump_data_dir"] == os.path.join(rank, "dump_tensor_data")
+    saved = torch.load(os.path.join(rank, "dump_tensor_data", item["data_name"]))
+    assert saved.shape == (4, 8) and saved.max().item() == item["Max"]
+    files = set(os.listdir(os.path.join(rank, "dump_tensor_data")))
+    assert "Module.fc1.Linear.forward.0.parameters.weight.pt" in files
+    assert "Module.fc1.Linear.parameters_grad.weight.pt" in files or any("parameters_grad" in f for f in files)
+
+    (tmp_path / "s").mkdir()
+    dbg = make_debugger(tmp_path / "s", level="mix", task="structure")
+    train(dbg, "mlp", 1)
+    dbg.close()
+    r = dump_of(tmp_path / "s")
+    item = r["dump"]["data"]["Module.fc1.Linear.forward.0"]["output"][0]
+    assert "Max" not in item and item["shape"] == [4, 16]
+
+
+def test_loop_conveniences_and_init_step(tmp_path):
+    model, data, loss_fn = build("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[5, 6, 7], model=model)
+    dbg.set_init_step(5)
+
+    @dbg.step_fn
+    def train_step(x, y):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    train_step(*data[0])
+    with dbg.collect(model):
+        loss_fn(model(data[1][0]), data[1][1]).backward()
+    with dbg.capture(model.fc2):             # scoped: only fc2 (and its children) inside step 7
+        loss_fn(model(data[2][0]), data[2][1]).backward()
+    dbg.step()
+    dbg.close()
+    assert sorted(d for d in os.listdir(tmp_path / "dump") if d.startswith("step")) == ["step5", "step6", "step7"]
+    step7 = set(load_rank(rank_dirs(str(tmp_path / "dump"), 7)[0])["dump"]["data"])
+    assert step7 and all("fc2" in n for n in step7)
+
+
+def test_debug_level_save(tmp_path):
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="debug", step=[0])
+    t = torch.arange(4.0)
+    dbg.save(t, "activations")
+    dbg.save({"w": t * 2}, "activations")
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    assert data["activations.0.debug"]["value"]["Max"] == 3.0
+    assert data["activations.1.debug"]["value"]["w"]["Max"] == 6.0
+
+
+def test_dataflow_side_file_and_health_events(tmp_path):
+    dbg = make_debugger(tmp_path, level="L1", steps=2)
+    train(dbg, "mlp", 2)
+    dbg.close()
+    rank = rank_dirs(str(tmp_path / "dump"))[0]
+    with open(os.path.join(rank, "dataflow.json")) as f:
+        flow = json.load(f)
+    assert flow["Functional.relu.0.forward"] == {"0": "Functional.linear.0.forward"}
+    assert flow["Functional.linear.1.forward"]["0"] == "Functional.relu.0.forward"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events_dir,) = glob.glob(str(tmp_path / "dump_events" / "*"))
+    acc = EventAccumulator(events_dir)
+    acc.Reload()
+    assert {"tbprobe/records", "tbprobe/nonfinite_tensors", "tbprobe/max_abs"} <= set(acc.Tags()["scalars"])
+    records = acc.Scalars("tbprobe/records")
+    assert [e.step for e in records] == [0, 1] and records[0].value == len(load_rank(rank)["dump"]["data"])
+
+
+def test_nonfinite_values_are_counted(tmp_path):
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    x = torch.tensor([1.0, 0.0, -1.0])
+    dbg.start()
+    y = torch.log(x)            # -inf and nan
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    out = dump_of(tmp_path)["dump"]["data"]["Torch.log.0.forward"]["output"][0]
+    assert out["nan_count"] == 1 and out["inf_count"] == 1 and out["zero_count"] == 1
+    assert y.isnan().sum() == 1

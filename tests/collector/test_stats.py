@@ -1,0 +1,127 @@
+"""Statistics semantics of REFERENCE.md s1, checked against torch computed independently (float64)."""
+import math
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+from tbprobe.collector.pytorch.stats import StatBuffer, tensor_checksum, tensor_xor
+from tbprobe.collector.pytorch.values import ItemMaker
+from tbprobe.collector.recorder import StepRecord, fill_items
+
+
+def summarise(values, summary_mode="statistics", task="statistics"):
+    buf = StatBuffer()
+    rec = StepRecord(0)
+
+    def on_stats(item, t):
+        rec.slots.append((item, buf.add(t), t.numel()))
+
+    maker = ItemMaker(task, summary_mode, on_stats, None)
+    items = [maker.value(v, f"x.{i}") for i, v in enumerate(values)]
+    count = len(buf)
+    fill_items(rec, buf.collect())
+    return items, count, rec
+
+
+def test_float32_matches_independent_computation():
+    t = torch.randn(5, 7)
+    (item,), _, _ = summarise([t])
+    d = t.double()
+    assert item["Max"] == t.max().item() and item["Min"] == t.min().item()
+    assert math.isclose(item["Mean"], d.mean().item(), rel_tol=1e-5)
+    assert math.isclose(item["Norm"], d.norm().item(), rel_tol=1e-5)
+    assert item["nan_count"] == 0 and item["inf_count"] == 0 and item["zero_count"] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_max_min_in_own_dtype_mean_norm_in_float32(dtype):
+    t = (torch.randn(64) * 3).to(dtype)
+    (item,), _, _ = summarise([t])
+    assert item["dtype"] == str(dtype)
+    assert item["Max"] == t.max().item() and item["Min"] == t.min().item()
+    assert item["Mean"] == t.float().mean().item()
+    assert item["Norm"] == torch.linalg.vector_norm(t.float()).item()
+
+
+def test_integers_bool_zero_dim_complex():
+    i = torch.tensor([[1, -5], [7, 0]])
+    b = torch.tensor([True, False, True])
+    z = torch.tensor(-2.5)
+    c = torch.tensor([3 + 4j, 0 + 1j])
+    (ii, bb, zz, cc), _, _ = summarise([i, b, z, c])
+    assert ii["Max"] == 7 and ii["Min"] == -5 and isinstance(ii["Max"], int)
+    assert ii["Mean"] == 0.75 and math.isclose(ii["Norm"], math.sqrt(75), rel_tol=1e-6) and ii["zero_count"] == 1
+    assert bb["Max"] is True and bb["Min"] is False
+    assert zz["Max"] == zz["Min"] == zz["Mean"] == zz["Norm"] == -2.5 and zz["shape"] == []
+    assert cc["Max"] == 5.0 and cc["Min"] == 1.0 and cc["dtype"] == "torch.complex64"
+
+
+def test_empty_and_meta_are_null_and_nonfinite_counted():
+    e = torch.empty(0, 3)
+    m = torch.empty(4, device="meta")
+    bad = torch.tensor([1.0, float("nan"), float("inf"), -float("inf"), 0.0])
+    (ee, mm, xx), n, _ = summarise([e, m, bad])
+    assert n == 1
+    for item in (ee, mm):
+        assert item["Max"] is None and item["Norm"] is None and "nan_count" not in item
+    assert ee["shape"] == [0, 3] and mm["shape"] == [4]
+    assert math.isnan(xx["Max"]) and xx["nan_count"] == 1 and xx["inf_count"] == 2 and xx["zero_count"] == 1
+
+
+def test_views_noncontiguous_and_nested_values():
+    base = torch.arange(12.0).reshape(3, 4)
+    v = base.t()[1:]
+    items, _, _ = summarise([[v, (None, 3)], {"k": 2.5, "s": slice(1, None)}, torch.Size([2, 3]), torch.float16,
+                             Ellipsis, "text", True])
+    (vi, (none, three)), kw, size, dt, ell, text, flag = items
+    assert vi["shape"] == [3, 3] and vi["Max"] == 11.0 and vi["Min"] == 1.0
+    assert none is None and three == {"type": "int", "value": 3}
+    assert kw == {"k": {"type": "float", "value": 2.5}, "s": {"type": "slice", "value": [1, None, None]}}
+    assert size == {"type": "torch.Size", "value": [2, 3]} and dt == {"type": "torch.dtype", "value": "torch.float16"}
+    assert ell["type"] == "ellipsis" and text == {"type": "str", "value": "text"}
+    assert flag == {"type": "bool", "value": True}
+
+
+def test_a_tensor_seen_twice_unmodified_is_summarised_once():
+    t = torch.randn(10)
+    buf = StatBuffer()
+    assert buf.add(t) == buf.add(t)
+    t.mul_(2)                       # changed in place: new statistics
+    assert buf.add(t) == 1
+    other = torch.randn(10)
+    assert buf.add(other) == 2
+    rows = buf.collect()
+    assert len(rows) == 3 and rows[1][0] == pytest.approx(rows[0][0] * 2)
+
+
+def test_checksum_is_crc32_and_xor_is_a_64bit_fold():
+    t = torch.tensor([1.0, 2.0, 3.0])
+    raw = np.array([1.0, 2.0, 3.0], dtype=np.float32).tobytes()
+    assert tensor_checksum(t) == "%08x" % zlib.crc32(raw)
+    padded = raw + b"\0" * 4
+    words = np.frombuffer(padded, dtype="<u8")
+    assert tensor_xor(t) == "0x%016x" % (int(words[0]) ^ int(words[1]))
+    assert tensor_checksum(t.t()) == tensor_checksum(t)            # bytes in logical order
+    assert tensor_checksum(torch.tensor([1.0], dtype=torch.bfloat16)) == "%08x" % zlib.crc32(b"\x80\x3f")
+
+
+def test_summary_modes_and_structure_items():
+    t = torch.randn(4)
+    (md5,), _, _ = summarise([t], "md5")
+    assert md5["md5"] == tensor_checksum(t) and md5["Max"] == t.max().item()
+    (xor,), n, _ = summarise([t], "xor")
+    assert list(xor) == ["type", "dtype", "shape", "md5", "requires_grad"] and n == 0
+    (st,), n, _ = summarise([t], task="structure")
+    assert list(st) == ["type", "dtype", "shape", "requires_grad"] and n == 0
+
+
+def test_statistics_never_touch_autograd():
+    x = torch.randn(6, requires_grad=True)
+    y = x * 2
+    version = y._version
+    summarise([x, y])
+    assert y._version == version and y.grad_fn.name() == "MulBackward0"
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.full((6,), 2.0))

@@ -1,0 +1,178 @@
+"""The GRAPH_ASCEND tab in a real Chromium against a real tensorboard process (see conftest.py)."""
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from tests.e2e.conftest import MSPROBE_RUN, TBPROBE_RUN, XSS_NAME, XSS_RUN, db_name
+
+pytestmark = pytest.mark.e2e
+
+BLOCK1 = "Module.layers.1.Block.forward.0"
+
+
+def ga(run: str, file: str, **extra) -> str:
+    return urllib.parse.quote(urllib.parse.urlencode(dict(run=run, file=file, **extra)))
+
+
+@pytest.mark.parametrize("run", [MSPROBE_RUN, TBPROBE_RUN])
+def test_tab_appears_and_both_graphs_draw(plugin, e2e_logdir, run):
+    p = plugin.open(ga(run, db_name(e2e_logdir, run)))
+    assert plugin.page.get_by_text("GRAPH_ASCEND").first.is_visible()
+    for side in ("NPU", "Bench"):
+        shown = p.visible(side)
+        assert "DefaultModel" in shown and BLOCK1 in shown
+        assert p.testid(f"graph-pane-{side}").is_visible()
+    assert p.testid("minimap").count() >= 1
+    p.shot(f"graph_{run}_en")
+
+
+def test_expand_and_collapse_with_synchronised_panes(plugin, e2e_logdir):
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    assert "Module.layers.1.fc.Linear.forward.0" not in p.visible("NPU")
+    p.dblclick_node("NPU", BLOCK1)
+    assert BLOCK1 in p.expanded("NPU")
+    assert "Module.layers.1.fc.Linear.forward.0" in p.visible("NPU")
+    assert "Torch.exp.0.forward" in p.visible("NPU")
+    assert BLOCK1 in p.expanded("Bench")  # the bench pane follows
+    assert "Module.layers.1.fc.Linear.forward.0" in p.visible("Bench")
+    p.dblclick_node("NPU", BLOCK1)
+    assert BLOCK1 not in p.expanded("NPU")
+    assert "Torch.exp.0.forward" not in p.visible("NPU")
+
+
+def test_search_and_jump_then_details(plugin, e2e_logdir):
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    p.testid("search-input").fill("exp.0")
+    p.frame.wait_for_function("() => document.querySelector('[data-testid=search-count]').textContent.trim() === '1'")
+    results = p.testid("search-result")
+    assert results.count() == 1 and results.first.inner_text().startswith("Torch.exp.0.forward")
+    results.first.click()
+    p.wait_ready()
+    assert p.selected() == "Torch.exp.0.forward"
+    assert "Torch.exp.0.forward" in p.visible("NPU") and BLOCK1 in p.expanded("NPU")  # ancestors opened
+    details = p.testid("node-details")
+    assert "Torch.exp.0.forward" in details.inner_text()
+    assert p.testid("details-outputs").count() >= 1 and "critical" in details.inner_text()
+    p.shot("search_and_details_en")
+
+
+def test_selection_is_linked_across_panes(plugin, e2e_logdir):
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    p.click_node("NPU", "Module.head.Linear.forward.0")
+    assert p.selected() == "Module.head.Linear.forward.0"
+    text = p.testid("node-details").inner_text()
+    assert "Module.head.Linear.forward.0" in text
+    assert "Max diff" in text or "MaxRelativeErr" in text  # debug, bench and difference columns
+    p.page.wait_for_function("() => decodeURIComponent(decodeURIComponent(location.hash))"
+                             ".includes('sel=NPU:Module.head.Linear.forward.0')", timeout=10000)
+    p.click_node("Bench", "Module.head.Linear.forward.0")
+    assert p.selected() == "Module.head.Linear.forward.0"
+
+
+def test_overflow_filter_lists_the_critical_node(plugin, e2e_logdir):
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    p.testid("overflow-filter").get_by_label("critical").check()
+    p.frame.wait_for_function("() => document.querySelectorAll('[data-testid=filter-result]').length === 1")
+    assert p.testid("filter-result").first.inner_text().startswith("Torch.exp.0.forward")
+    p.testid("view-tab-overflow").click()
+    p.wait_ready()
+    p.frame.wait_for_function("() => document.querySelectorAll('[data-testid=overflow-item]').length === 2",
+                              timeout=30000)
+    items = p.testid("overflow-item")
+    assert items.count() == 2 and "Tensor.__mul__.1.forward" in items.first.inner_text()
+    p.shot("overflow_en")
+    p.testid("view-tab-compare").click()
+    p.wait_ready()
+    p.frame.wait_for_function("() => document.querySelectorAll('[data-testid=compare-row]').length > 10",
+                              timeout=30000)
+    p.shot("compare_en")
+
+
+def test_manual_match_goes_to_the_side_file_and_survives_a_reload(plugin, e2e_logdir):
+    file = db_name(e2e_logdir, TBPROBE_RUN)
+    p = plugin.open(ga(TBPROBE_RUN, file, xn=f"DefaultModel\n{BLOCK1}", xb=f"DefaultModel\n{BLOCK1}"))
+    p.click_node("NPU", "Tensor.__mul__.1.forward")
+    p.click_node("Bench", "Tensor.__add__.1.forward")
+    p.testid("match-button").click()
+    p.wait_ready()
+    side = e2e_logdir / TBPROBE_RUN / (file[: -len(".vis.db")] + "_0_0.vis.config")
+    for _ in range(50):
+        if side.exists():
+            break
+        p.page.wait_for_timeout(100)
+    assert json.loads(side.read_text()) == {"Tensor.__mul__.1.forward": "Tensor.__add__.1.forward"}
+    p.page.reload()
+    p.attach()
+    assert "1" in p.frame.get_by_text("manual matches").first.inner_text()
+    p.click_node("NPU", "Tensor.__mul__.1.forward")
+    assert "Tensor.__add__.1.forward" in p.testid("node-details").inner_text()
+    side.unlink()
+
+
+def test_the_url_restores_the_view(plugin, e2e_logdir, browser):
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    p.dblclick_node("NPU", BLOCK1)
+    p.click_node("NPU", "Torch.exp.0.forward")
+    p.page.wait_for_function("() => decodeURIComponent(decodeURIComponent(location.hash))"
+                             ".includes('sel=NPU:Torch.exp.0.forward')", timeout=10000)
+    url = p.page.url
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        from tests.e2e.conftest import Plugin
+        again = Plugin(context.new_page(), p.tb)
+        again.page.goto(url)
+        again.attach()
+        assert again.selected() == "Torch.exp.0.forward"
+        assert BLOCK1 in again.expanded("NPU") and "Torch.exp.0.forward" in again.visible("NPU")
+    finally:
+        context.close()
+
+
+def test_hostile_node_name_shows_as_text(plugin, e2e_logdir):
+    p = plugin.open(ga(XSS_RUN, db_name(e2e_logdir, XSS_RUN)))
+    assert XSS_NAME in p.visible("NPU")
+    p.testid("search-input").fill("<img")
+    p.frame.wait_for_function("() => document.querySelector('[data-testid=search-count]').textContent.trim() === '1'")
+    assert p.testid("search-result").first.inner_text().startswith(XSS_NAME)
+    p.testid("search-result").first.click()
+    p.wait_ready()
+    assert XSS_NAME in p.testid("node-details").inner_text()
+    assert p.frame.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
+    assert p.frame.evaluate("() => document.querySelectorAll('img').length") == 0
+    assert p.dialogs == []  # alert(1) never ran
+
+
+def test_cross_origin_post_is_refused(plugin, e2e_logdir, tensorboard):
+    file = db_name(e2e_logdir, MSPROBE_RUN)
+    body = dict(run=MSPROBE_RUN, file=file, step=0, rank=0, debug="Tensor.__mul__.1.forward",
+                bench="Tensor.__add__.1.forward")
+    url = tensorboard.url + "/data/plugin/graph_ascend/api/match"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Origin": "http://evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=30)
+    assert err.value.code == 403
+    # and from a page of another origin, through the browser (it sends its own Origin)
+    p = plugin.open(ga(MSPROBE_RUN, file))
+    other = f"http://localhost:{tensorboard.port}"  # another origin for the browser (host differs)
+    status = p.page.evaluate(
+        """async ([url, body]) => { try { const r = await fetch(url, {method: 'POST', mode: 'cors',
+             headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)}); return r.status; }
+             catch (e) { return 'blocked'; } }""",
+        [url.replace("127.0.0.1", "localhost") if other else url, body])
+    assert status in (403, "blocked")
+    assert not [n for n in os.listdir(e2e_logdir / MSPROBE_RUN) if n.endswith(".vis.config")]
+
+
+def test_chinese_screenshots(plugin, e2e_logdir):
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN), lang="zh", xn=f"DefaultModel\n{BLOCK1}"))
+    assert p.testid("lang-select").input_value() == "zh"
+    p.shot("graph_msprobe_built_zh")
+    for tab in ("compare", "overflow"):
+        p.testid(f"view-tab-{tab}").click()
+        p.wait_ready()
+        p.shot(f"{tab}_zh")

@@ -1,7 +1,7 @@
 """Per-step health scalars in TensorBoard event files, written with TensorBoard's own event writer.
 
-Folder: <dump_path>_events/<rank dir>/, a sibling of the dump: msprobe's tools refuse a dump folder holding
-anything but step folders. `tensorboard --logdir <parent of dump_path>` shows them.
+Folder: <dump_path>_tb/events/<rank dir>/, beside the dump (msprobe's tools refuse a dump folder holding
+anything but step folders), next to the live graph: `tensorboard --logdir <dump_path>_tb` shows both.
 Tags: tbprobe/nonfinite_tensors, tbprobe/max_abs, tbprobe/records, tbprobe/hook_errors.
 """
 import logging
@@ -15,7 +15,7 @@ log = logging.getLogger("tbprobe.collector")
 
 
 def events_dir(dump_path: str) -> str:
-    return os.path.normpath(dump_path) + "_events"
+    return os.path.join(os.path.normpath(dump_path) + "_tb", "events")
 
 
 class HealthEvents:

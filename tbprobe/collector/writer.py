@@ -52,7 +52,7 @@ class StepWriter:
 
     def __init__(self, dump_path: str, task: str, level: str, framework: str, extra_info: bool,
                  stacks: StackInterner, save_tensor: Optional[Callable[[str, Any], None]] = None,
-                 on_step_written: Optional[Callable[[str, int, Dict[str, float]], None]] = None,
+                 on_step_written: Optional[Callable[[str, int, Dict[str, float], bool], None]] = None,
                  max_queue: int = 2) -> None:
         self.dump_path = dump_path
         self.task = task
@@ -123,9 +123,24 @@ class StepWriter:
         write_json_atomic(os.path.join(out, "construct.json"), construct)
         if record.dataflow:
             write_json_atomic(os.path.join(out, "dataflow.json"), record.dataflow, indent=None)
-        dump = {"task": self.task, "level": self.level, "framework": self.framework,
-                "dump_data_dir": data_dir, "data": record.entries}
-        write_json_atomic(os.path.join(out, "dump.json"), dump)
+        self._write_dump(os.path.join(out, "dump.json"), data_dir, record.entries)
         self.written.append(out)
         if self.on_step_written is not None:
-            self.on_step_written(out, record.step, health)
+            # only for the newest finished step: when the writer is behind, older steps skip the extras
+            self.on_step_written(out, record.step, health, self._q.unfinished_tasks <= 1)
+
+    def _write_dump(self, path: str, data_dir: Optional[str], entries: Dict[str, dict]) -> None:
+        """dump.json last (its presence marks a complete step); the shared format writer when available."""
+        try:
+            from tbprobe.formats.dump_writer import DumpWriter
+        except ImportError:
+            DumpWriter = None
+        if DumpWriter is None:
+            dump = {"task": self.task, "level": self.level, "framework": self.framework,
+                    "dump_data_dir": data_dir, "data": entries}
+            write_json_atomic(path, dump)
+            return
+        w = DumpWriter(path, task=self.task, level=self.level, framework=self.framework, dump_data_dir=data_dir)
+        for name, entry in entries.items():
+            w.add(name, entry)
+        w.close()

@@ -167,7 +167,7 @@ def test_dataflow_side_file_and_health_events(tmp_path):
     assert flow["Functional.linear.1.forward"]["0"] == "Functional.relu.0.forward"
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    (events_dir,) = glob.glob(str(tmp_path / "dump_events" / "*"))
+    (events_dir,) = glob.glob(str(tmp_path / "dump_tb" / "events" / "*"))
     acc = EventAccumulator(events_dir)
     acc.Reload()
     assert {"tbprobe/records", "tbprobe/nonfinite_tensors", "tbprobe/max_abs"} <= set(acc.Tags()["scalars"])

@@ -12,6 +12,7 @@ from tbprobe.collector.config import CollectorConfig, load_config
 from tbprobe.collector.events import HealthEvents
 from tbprobe.collector.filters import StepFilter
 from tbprobe.collector.guard import HookGuard
+from tbprobe.collector.live_graph import LiveGraph
 from tbprobe.collector.pytorch.api_mode import ApiCapture
 from tbprobe.collector.pytorch.distributed import DistributedCapture
 from tbprobe.collector.pytorch.module_hooks import ModuleHooks
@@ -45,7 +46,8 @@ class PrecisionDebugger:
 
     def __init__(self, config_path: Optional[str] = None, task: Optional[str] = None,
                  dump_path: Optional[str] = None, level: Optional[str] = None,
-                 step: Optional[List[int]] = None, model: Optional[torch.nn.Module] = None) -> None:
+                 step: Optional[List[int]] = None, model: Optional[torch.nn.Module] = None,
+                 live_graph: bool = True) -> None:
         self.config: CollectorConfig = load_config(config_path, task=task, dump_path=dump_path, level=level,
                                                    step=step)
         cfg = self.config
@@ -60,6 +62,8 @@ class PrecisionDebugger:
         self._dist = DistributedCapture(self.session) if cfg.level in ("L1", "mix") else None
         self._writer: Optional[StepWriter] = None
         self._events: Optional[HealthEvents] = None
+        self._live: Optional[LiveGraph] = None
+        self.live_graph = live_graph
         self._step_open = False
         self._finished = False
         self._debug_counts: dict = {}
@@ -202,18 +206,24 @@ class PrecisionDebugger:
         cfg = self.config
         check_writable(cfg.dump_path)
         self._events = HealthEvents(cfg.dump_path)
+        self._live = LiveGraph(cfg.dump_path) if self.live_graph and cfg.extra_info else None
         self._writer = StepWriter(cfg.dump_path, cfg.task, cfg.level, "pytorch", cfg.extra_info, self.stacks,
                                   save_tensor=_save_tensor, on_step_written=self._on_written)
         # the writer thread is a daemon: drain it at interpreter exit so the last step is not lost
         atexit.register(self._writer.close)
 
-    def _on_written(self, out_dir: str, step: int, health: dict) -> None:
+    def _on_written(self, out_dir: str, step: int, health: dict, newest: bool) -> None:
         health = dict(health, hook_errors=float(self.guard.total))
         if self._events is not None:
             try:
                 self._events.write(os.path.basename(out_dir), step, health)
             except Exception as exc:
                 self.guard.report("event file", exc)
+        if self._live is not None and newest:
+            try:
+                self._live.update(out_dir, step)
+            except Exception as exc:
+                self.guard.report("live graph", exc)
 
     def _finish(self, message: Optional[str]) -> None:
         if self._finished:
@@ -228,6 +238,8 @@ class PrecisionDebugger:
             self._writer.close()
         if self._events is not None:
             self._events.close()
+        if self._live is not None:
+            self._live.close()
 
 
 def _save_tensor(path: str, t: torch.Tensor) -> None:

@@ -1,0 +1,61 @@
+"""The live build graph: one `.vis.db` per rank, updated when a step's files are written, readable meanwhile.
+
+It lives in `<dump_path>_tb/` (beside the dump, since msprobe refuses a dump folder holding anything but step
+folders), with the health event files: `tensorboard --logdir <dump_path>_tb` shows both while training runs.
+Uses the graph builder's `build_rank_rows` and the formats' `LiveVisDb` (each step one transaction: a reader
+never sees half a step). Framework-neutral.
+"""
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Dict
+
+__all__ = ["LiveGraph", "side_dir"]
+
+log = logging.getLogger("tbprobe.collector")
+
+
+def side_dir(dump_path: str) -> str:
+    """The folder beside the dump for tbprobe's own outputs (live graph, event files)."""
+    return os.path.normpath(dump_path) + "_tb"
+
+
+class LiveGraph:
+    def __init__(self, dump_path: str) -> None:
+        self.dir = side_dir(dump_path)
+        self._dbs: Dict[str, object] = {}
+        self.available = True
+
+    def update(self, rank_dir: str, step: int) -> None:
+        if not self.available:
+            return
+        try:
+            from tbprobe.formats.dump_dir import RankDir
+            from tbprobe.formats.live_vis_db import LiveVisDb
+            from tbprobe.graph_builder import api
+        except ImportError as exc:
+            self.available = False
+            log.warning("tbprobe: no live graph (%s)", exc)
+            return
+        label = os.path.basename(rank_dir)
+        m = re.match(r"rank(\d+)$", label)
+        rank = int(m.group(1)) if m else 0
+        path = Path(rank_dir)
+        rd = RankDir(step=step, rank=rank, path=path, dump_json=path / "dump.json",
+                     construct_json=path / "construct.json", stack_json=path / "stack.json", label=label)
+        nodes, stacks, ext = api.build_rank_rows(rd)
+        db = self._dbs.get(label)
+        if db is None:
+            os.makedirs(self.dir, exist_ok=True)
+            db = LiveVisDb(os.path.join(self.dir, f"build_{label}.vis.db"))
+            self._dbs[label] = db
+        db.add_graph(nodes, stacks, ext, step=step, rank=rank)
+
+    def close(self) -> None:
+        for db in self._dbs.values():
+            try:
+                db.close()
+            except Exception:
+                pass
+        self._dbs.clear()

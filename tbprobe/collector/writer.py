@@ -119,15 +119,20 @@ class StepWriter:
             construct: Dict[str, Optional[str]] = {} if self.level == "L1" else record.construct
         else:
             stack, construct = {}, {}
-        write_json_atomic(os.path.join(out, "stack.json"), stack)
-        write_json_atomic(os.path.join(out, "construct.json"), construct)
+        # indent=None: the C encoder (the indenting one is pure Python and dominated the writer's time)
+        write_json_atomic(os.path.join(out, "stack.json"), stack, indent=None)
+        write_json_atomic(os.path.join(out, "construct.json"), construct, indent=None)
         if record.dataflow:
             write_json_atomic(os.path.join(out, "dataflow.json"), record.dataflow, indent=None)
         self._write_dump(os.path.join(out, "dump.json"), data_dir, record.entries)
         self.written.append(out)
         if self.on_step_written is not None:
             # only for the newest finished step: when the writer is behind, older steps skip the extras
-            self.on_step_written(out, record.step, health, self._q.unfinished_tasks <= 1)
+            self.on_step_written(out, record.step, health, not self._steps_pending())
+
+    def _steps_pending(self) -> bool:
+        with self._q.mutex:
+            return any(job is not None for job in self._q.queue)
 
     def _write_dump(self, path: str, data_dir: Optional[str], entries: Dict[str, dict]) -> None:
         """dump.json last (its presence marks a complete step); the shared format writer when available."""

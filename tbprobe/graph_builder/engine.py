@@ -231,7 +231,8 @@ def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Option
         b_rest = [b for b in (bench.post or bench.walk()) if id(b) not in covered]
     total = len(regular) + len(b_rest) + len(late)
     if opts.split > 1 and len(regular) > SPLIT_MIN_NODES and "fork" in multiprocessing.get_all_start_methods():
-        half_d, half_b = len(regular) // 2, len(b_rest) // 2
+        # the parent also copies the helper's rows in afterwards, so it takes the smaller share
+        half_d, half_b = int(len(regular) * 0.4), int(len(b_rest) * 0.4)
         _FORK_JOB = (debug, bench, mode, lookup, opts, with_md5, regular[half_d:], b_rest[half_b:])
         tmp = tempfile.NamedTemporaryFile(suffix=".db", delete=False)
         tmp.close()

@@ -9,6 +9,8 @@ Values are JSON numbers, or the strings "nan", "inf", "-inf"; a missing cell is 
 """
 import math
 import re
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -79,8 +81,31 @@ def value_json(v: float):
     return v
 
 
-def list_jobs(provider, ctx, eid: str) -> Dict[str, Job]:
+# TensorBoard's list_scalars walks every stored point to find each series' last step (over a second for 2000
+# series of 1000 points); it changes only when TensorBoard reloads the log directory (every 5 s by default), so one
+# listing serves the requests of the next few seconds.
+LISTING_TTL_S = 3.0
+_listings: Dict[tuple, tuple] = {}
+_listing_lock = threading.Lock()
+
+
+def _listing(provider, ctx, eid: str):
+    key = (id(provider), eid)
+    now = time.monotonic()
+    with _listing_lock:
+        hit = _listings.get(key)
+    if hit is not None and hit[2] is provider and now - hit[0] < LISTING_TTL_S:
+        return hit[1]
     listing = provider.list_scalars(ctx, experiment_id=eid, plugin_name=_PLUGIN)
+    with _listing_lock:
+        if len(_listings) >= 16:
+            _listings.clear()
+        _listings[key] = (now, listing, provider)
+    return listing
+
+
+def list_jobs(provider, ctx, eid: str) -> Dict[str, Job]:
+    listing = _listing(provider, ctx, eid)
     jobs: Dict[str, Job] = {}
     for run, tags in listing.items():
         if not any(parse_tag(t) for t in tags):
@@ -130,18 +155,20 @@ def _needles(text: Optional[str]) -> List[str]:
     return [t.strip().lower() for t in (text or "").split(",") if t.strip()]
 
 
-def _points(provider, ctx, eid, job: Job, pairs: Sequence[Tuple[int, str]], downsample: int):
-    """(rank, tag) -> (steps, values) arrays, through the shared series cache."""
+def _points(provider, ctx, eid, job: Job, pairs: Sequence[Tuple[int, str]]):
+    """(rank, tag) -> (steps, values) arrays of every stored point, through the shared series cache."""
     wanted = [(job.runs[r], t, job.tags[r][t]) for r, t in pairs if t in job.tags.get(r, {})]
-    got = SERIES_CACHE.read(provider, ctx, eid, wanted, downsample, _PLUGIN)
+    got = SERIES_CACHE.read(provider, ctx, eid, wanted, MAX_POINTS, _PLUGIN)
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
     return {(r, t): got.get((job.runs[r], t), empty) for r, t in pairs}
 
 
-def _per_bin(max_cols: int) -> int:
-    """Points read per series for a binned row: several per column, so a one-step spike is rarely sampled away
-    (TensorBoard itself keeps 1000 points per series unless started with --samples_per_plugin scalars=0)."""
-    return min(MAX_POINTS, max(1000, 4 * max_cols))
+def _thin(steps: np.ndarray, values: np.ndarray, points: int):
+    """At most ``points`` evenly spaced points, the last one always kept."""
+    if len(steps) <= points:
+        return steps, values
+    idx = np.unique(np.linspace(0, len(steps) - 1, points).round().astype(np.int64))
+    return steps[idx], values[idx]
 
 
 def _binned(rows, max_cols: int, max_step: int = 0):
@@ -214,7 +241,7 @@ def heatmap(provider, ctx, eid, *, job: str, metric: str, op: str, mode: str, ra
         offset = _focus(names, focus, offset, limit)
         page = names[offset:offset + limit]
         tags = [f"{n}/{metric}_{op}" for n in page]
-        data = _points(provider, ctx, eid, j, [(r, t) for t in tags], _per_bin(max_cols))
+        data = _points(provider, ctx, eid, j, [(r, t) for t in tags])
         cols, grid = _binned([data[(r, t)] for t in tags], max_cols, _max_step(j, [r], tags))
         out.update(rank=r, rows=page, total_rows=len(names), offset=offset, cols=cols, values=grid)
     elif mode == "step_rank":
@@ -224,7 +251,7 @@ def heatmap(provider, ctx, eid, *, job: str, metric: str, op: str, mode: str, ra
         ranks = [r for r in sorted(j.runs) if tag in j.tags[r]]
         if not ranks:
             raise QueryError(404, f"no rank of job {j.name!r} has {tag!r}")
-        data = _points(provider, ctx, eid, j, [(r, tag) for r in ranks], _per_bin(max_cols))
+        data = _points(provider, ctx, eid, j, [(r, tag) for r in ranks])
         cols, grid = _binned([data[(r, tag)] for r in ranks], max_cols, _max_step(j, ranks, [tag]))
         out.update(module=module, rows=[f"rank{r}" for r in ranks], ranks=ranks, total_rows=len(ranks), offset=0,
                    cols=cols, values=grid)
@@ -234,7 +261,7 @@ def heatmap(provider, ctx, eid, *, job: str, metric: str, op: str, mode: str, ra
         offset = _focus(names, focus, offset, limit)
         page = names[offset:offset + limit]
         tags = [f"{n}/{metric}_{op}" for n in page]
-        data = _points(provider, ctx, eid, j, [(r, t) for t in tags for r in ranks], MAX_POINTS)
+        data = _points(provider, ctx, eid, j, [(r, t) for t in tags for r in ranks])
         if step is None:
             step = max((int(st[-1]) for st, _ in data.values() if len(st)), default=0)
         grid = []
@@ -266,7 +293,7 @@ def series(provider, ctx, eid, *, job: str, specs: List[Tuple[int, str, str, str
         tag = f"{module}/{metric}_{op}"
         if tag not in j.tags[r]:
             raise QueryError(404, f"rank {r} of job {j.name!r} has no series {tag!r}")
-        steps, values = _points(provider, ctx, eid, j, [(r, tag)], points)[(r, tag)]
+        steps, values = _thin(*_points(provider, ctx, eid, j, [(r, tag)])[(r, tag)], points)
         out.append({"rank": r, "module": module, "metric": metric, "op": op, "tag": tag, "run": j.runs[r],
                     "points": [[st, value_json(v)] for st, v in zip(steps.tolist(), values.tolist())]})
     return {"job": j.name, "series": out}
@@ -282,7 +309,7 @@ def anomalies(provider, ctx, eid, *, job: str, rank: Optional[int] = None, offse
     items = []
     for r in ranks:
         tags = [t for t in j.tags[r] if parse_anomaly_tag(t)]
-        data = _points(provider, ctx, eid, j, [(r, t) for t in tags], MAX_POINTS)
+        data = _points(provider, ctx, eid, j, [(r, t) for t in tags])
         for t in tags:
             rule, monitored = parse_anomaly_tag(t)
             p = parse_tag(monitored)

@@ -24,10 +24,11 @@ class SeriesCache:
         self.hits = 0
         self.misses = 0
 
-    def read(self, provider, ctx, eid: str, wanted: List[Tuple[str, str, object]], downsample: int,
+    def read(self, provider, ctx, eid: str, wanted: List[Tuple[str, str, object]], downsample: int = 10000,
              plugin: str = "scalars") -> Dict[Tuple[str, str], Points]:
-        """Points of each (run, tag, listing entry) in ``wanted``; stale or missing series are read in one
-        ``read_scalars`` call per run."""
+        """Every stored point (up to ``downsample``) of each (run, tag, listing entry) in ``wanted``; stale or
+        missing series are read in one ``read_scalars`` call per run. The provider converts every stored point
+        whatever ``downsample`` says, so callers read whole series once and thin them here, not there."""
         from tensorboard.data import provider as tb_provider
 
         out: Dict[Tuple[str, str], Points] = {}

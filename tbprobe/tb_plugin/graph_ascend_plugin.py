@@ -9,6 +9,7 @@ import logging
 import math
 import mimetypes
 import os
+import time
 from typing import Callable, Dict
 
 from tensorboard.plugins import base_plugin
@@ -67,14 +68,18 @@ def _route(handler: Callable) -> Callable:
 
     @wrappers.Request.application
     def app(request):
+        start = time.perf_counter()
         try:
             result = handler(request)
-            return result if isinstance(result, wrappers.Response) else _json(result)
+            resp = result if isinstance(result, wrappers.Response) else _json(result)
         except ApiError as exc:
-            return _json({"error": exc.message}, exc.status)
+            resp = _json({"error": exc.message}, exc.status)
         except Exception:  # noqa: BLE001 - the user sees one line; the log keeps the traceback
             logger.exception("graph_ascend: %s failed", request.path)
-            return _json({"error": "internal error while answering this request (see the TensorBoard log)"}, 500)
+            resp = _json({"error": "internal error while answering this request (see the TensorBoard log)"}, 500)
+        # The server's own time, readable by the browser's devtools and by bench/plugin_bench.py.
+        resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - start) * 1000:.2f}"
+        return resp
 
     return app
 

@@ -4,6 +4,8 @@ Stateless per request: everything is named by (run, file, step, rank, side, micr
 read-only caches of graph_files.py and the side files the user asked to write.
 """
 import os
+import sqlite3
+import threading
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -23,6 +25,7 @@ from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, row_metrics
 from tbprobe.tb_plugin.manual_match import Overlay
 from tbprobe.tb_plugin.node_detail import detail, split_params
 from tbprobe.tb_plugin.side_files import SideFiles, matches_name
+from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 
 __all__ = ["GraphData", "PRECISION_CLASSES"]
 
@@ -33,6 +36,8 @@ class GraphData:
     def __init__(self, logdir: str):
         self.logdir = logdir
         self.files = GraphFiles()
+        self._types: Dict[tuple, tuple] = {}
+        self._types_lock = threading.Lock()
 
     # --- helpers ---------------------------------------------------------------------------------------------
     def open(self, run: str, file: str):
@@ -65,26 +70,68 @@ class GraphData:
         return Overlay(gf, step, rank, matches, unmatched, gf.meta()["task"])
 
     def _overlay_fields(self, run, file, gf, step, rank, side) -> Dict[str, dict]:
-        ov = self.overlay(run, file, gf, step, rank)
-        return ov.for_side(side) if ov else {}
+        """Side-file edits as summary fields, cached until the side files change (a bulk unmatch can list
+        thousands of nodes: they are resolved once, not on every expand)."""
+        if gf.meta()["graph_type"] != "compare":
+            return {}
+        sf = self.side_files(run, file)
+        key = ("overlay", step, rank, side, sf.stamp(step, rank))
+        with gf.derived_lock:
+            found = gf.derived.get(key)
+        if found is None:
+            ov = self.overlay(run, file, gf, step, rank)
+            found = ov.for_side(side) if ov else {}
+            with gf.derived_lock:
+                for old in [k for k in gf.derived if k[:4] == key[:4]]:
+                    del gf.derived[old]
+                gf.derived[key] = found
+        return found
 
     # --- routes ----------------------------------------------------------------------------------------------
     def runs(self) -> dict:
         out = []
+        root = os.path.realpath(self.logdir)
         for run, entries in catalog.scan(self.logdir).items():
             files = []
             for e in entries:
                 item = {"file": e.file, "format": e.format, "size": e.size, "mtime": e.mtime, "graph_type": None}
-                try:
-                    item["graph_type"] = self.files.get(os.path.join(os.path.realpath(self.logdir), run, e.file)
-                                                        if run != "." else
-                                                        os.path.join(os.path.realpath(self.logdir), e.file)
-                                                        ).meta()["graph_type"]
-                except (ApiError, OSError) as exc:
-                    item["error"] = getattr(exc, "message", str(exc))
+                path = os.path.join(root, e.file) if run == "." else os.path.join(root, run, e.file)
+                graph_type, error = self._graph_type(path)
+                item["graph_type"] = graph_type
+                if error:
+                    item["error"] = error
                 files.append(item)
             out.append({"run": run, "files": files})
         return {"runs": out}
+
+    def _graph_type(self, path: str):
+        """(graph_type, error) of a listed file, cached by identity; listing never evicts opened graphs."""
+        try:
+            ident = file_identity(path)
+        except OSError as exc:
+            return None, str(exc)
+        with self._types_lock:
+            if ident in self._types:
+                return self._types[ident]
+        try:
+            if path.endswith(catalog.DB_SUFFIX):
+                conn = open_readonly(path)
+                try:
+                    row = conn.execute("SELECT graph_type FROM tb_config LIMIT 1").fetchone()
+                except sqlite3.DatabaseError as exc:
+                    raise ApiError(400, f"{os.path.basename(path)}: not a graph database ({exc})") from None
+                finally:
+                    conn.close()
+                found = ((row[0] if row else None) or "build", None)
+            else:
+                found = (self.files.get(path).meta()["graph_type"], None)
+        except (ApiError, OSError) as exc:
+            found = (None, getattr(exc, "message", str(exc)))
+        with self._types_lock:
+            if len(self._types) > 10000:
+                self._types.clear()
+            self._types[ident] = found
+        return found
 
     def meta(self, run, file) -> dict:
         _, gf = self.open(run, file)

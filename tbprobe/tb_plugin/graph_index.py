@@ -49,6 +49,20 @@ def precision_classes(values: np.ndarray, bounds: Sequence[Tuple[float, str]] = 
     return out
 
 
+def _int_array(values, dtype) -> np.ndarray:
+    try:
+        return np.array(values, dtype=dtype)
+    except (TypeError, ValueError):
+        return np.array([_int(v) for v in values], dtype=dtype)
+
+
+def _float_array(values) -> np.ndarray:
+    try:
+        return np.array([_NAN if v is None or v == "" else v for v in values], dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.array([_float(v) for v in values], dtype=np.float64)
+
+
 def _float(value: object) -> float:
     if value is None or value == "":
         return _NAN
@@ -74,17 +88,19 @@ class GraphIndex:
         if n == 0:
             raise ApiError(404, "this graph has no nodes")
         # Column-wise bulk conversion: a Python loop per node and field would dominate the cost of a big graph.
-        names, ntypes, ups, precs, ovfs, micros, matched, execs = (list(col) for col in zip(*rows))
-        self.names: List[str] = [str(x) for x in names]
-        self.types = np.array([_int(t) for t in ntypes], dtype=np.int16)
-        self.precision = np.array([_NAN if p is None or p == "" else _float(p) for p in precs], dtype=np.float64)
-        self.overflow = np.array([_OVERFLOW_CODE.get(o or "", 0) for o in ovfs], dtype=np.int8)
-        self.micro = np.array([m if isinstance(m, int) else _int(m) for m in micros], dtype=np.int32)
-        self.matched = np.array([bool(m) for m in matched], dtype=bool)
-        self.exec_order = np.array([i if e is None else int(e) for i, e in enumerate(execs)], dtype=np.int64)
-        self.by_name: Dict[str, int] = {}
-        for i, name in enumerate(self.names):
-            self.by_name.setdefault(name, i)
+        # The store hands over types, micro steps and flags already as integers and overflow as a code (SQL does
+        # the conversion); other sources may pass text, converted on the slow path.
+        names, ntypes, ups, precs, ovfs, micros, matched, execs = zip(*rows)
+        self.names: List[str] = list(names)
+        self.types = _int_array(ntypes, np.int16)
+        self.precision = _float_array(precs)
+        self.overflow = _int_array([o if isinstance(o, int) else _OVERFLOW_CODE.get(o or "", 0) for o in ovfs],
+                                   np.int8)
+        self.micro = _int_array(micros, np.int32)
+        self.matched = np.array(matched, dtype=bool)
+        self.exec_order = np.array([i if e is None else e for i, e in enumerate(execs)], dtype=np.int64)
+        # First occurrence wins for a duplicated name (dict() keeps the last: feed the names in reverse).
+        self.by_name: Dict[str, int] = dict(zip(reversed(self.names), range(n - 1, -1, -1)))
         get = self.by_name.get
         parent = np.array([-1 if not up else get(up, -2) for up in ups], dtype=np.int64)
         roots = np.flatnonzero(parent == -1)

@@ -186,24 +186,28 @@ class DbGraphFile:
 
     def prefetch(self, step: int, rank: int, sides) -> None:
         """Build the indexes of a graph in the background (the page asks for them right after the meta)."""
-        def run():
-            for side in sides:
-                try:
-                    self.index(step, rank, side)
-                except Exception:  # noqa: BLE001 - the request that needs it will report the problem
-                    return
-        threading.Thread(target=run, name="graph_ascend-prefetch", daemon=True).start()
+        def run(side):
+            try:
+                self.index(step, rank, side)
+            except Exception:  # noqa: BLE001 - the request that needs it will report the problem
+                return
+        # One thread per side: SQLite reads without the GIL, so the two scans overlap.
+        for side in sides:
+            threading.Thread(target=run, args=(side,), name="graph_ascend-prefetch", daemon=True).start()
 
     def _scan_index(self, step: int, rank: int, side: str) -> GraphIndex:
         ext = "tbprobe_node_ext" in self.tables
         sql = (
-            "SELECT n.node_name, n.node_type, n.up_node, n.precision_index, n.overflow_level, n.micro_step_id,"
+            "SELECT n.node_name, CAST(n.node_type AS INTEGER), n.up_node, n.precision_index,"
+            " CASE n.overflow_level WHEN 'medium' THEN 1 WHEN 'high' THEN 2 WHEN 'critical' THEN 3 ELSE 0 END,"
+            " CAST(n.micro_step_id AS INTEGER),"
             " (n.matched_node_link IS NOT NULL AND n.matched_node_link NOT IN ('', '[]')),"
             + (" e.exec_order FROM tb_nodes n LEFT JOIN tbprobe_node_ext e ON e.id = n.id" if ext else
                " NULL FROM tb_nodes n")
             + " WHERE n.step = ? AND n.rank = ? AND n.data_source = ? ORDER BY n.node_order"
         )
         with self._conn() as conn:
+            conn.execute("PRAGMA mmap_size = 1073741824")  # fewer copies for a full scan of a big file
             rows = conn.execute(sql, (step, rank, side)).fetchall()
         if not rows:
             raise ApiError(404, f"no graph for step {step}, rank {rank}, side {side} in this file")

@@ -12,6 +12,8 @@ from bisect import bisect_right
 from collections import OrderedDict
 from typing import List, Optional, Tuple
 
+import numpy as np
+
 from tbprobe.tb_plugin.api_error import ApiError
 
 try:  # Python 3.11 renamed the parser module; the old name warns.
@@ -116,13 +118,13 @@ class NameSearch:
 
     def __init__(self, names: List[str]):
         self._names = names
-        self._text = "\n".join(n.lower() for n in names) + "\n"
-        starts = [0] * len(names)
-        pos = 0
-        for i, n in enumerate(names):
-            starts[i] = pos
-            pos += len(n) + 1
-        self._starts = starts
+        joined = "\n".join(names) + "\n"
+        lowered = joined.lower()
+        if len(lowered) != len(joined):  # a few Unicode letters change length when lowered: do it name by name
+            lowered = "\n".join(n.lower() for n in names) + "\n"
+        self._text = lowered
+        lengths = np.fromiter(map(len, names), dtype=np.int64, count=len(names)) + 1
+        self._starts = (np.cumsum(lengths) - lengths).tolist()
         self._cache: "OrderedDict[Tuple[str, bool], Tuple[int, List[int]]]" = OrderedDict()
         self._raw: Optional[str] = None
         self._lock = threading.Lock()

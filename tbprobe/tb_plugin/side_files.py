@@ -81,6 +81,17 @@ class SideFiles:
     def _path(self, name: str) -> str:
         return os.path.join(self.folder, name)
 
+    def stamp(self, step: int, rank: int) -> tuple:
+        """Changes whenever either match side file changes (cache key of what is derived from them)."""
+        out = []
+        for name in (matches_name(self.file, step, rank), unmatch_name(self.file, step, rank)):
+            try:
+                st = os.stat(self._path(name))
+                out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
     def matches(self, step: int, rank: int) -> Dict[str, str]:
         value = _read_json(self._path(matches_name(self.file, step, rank)), {})
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):

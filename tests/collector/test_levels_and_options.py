@@ -186,3 +186,21 @@ def test_nonfinite_values_are_counted(tmp_path):
     out = dump_of(tmp_path)["dump"]["data"]["Torch.log.0.forward"]["output"][0]
     assert out["nan_count"] == 1 and out["inf_count"] == 1 and out["zero_count"] == 1
     assert y.isnan().sum() == 1
+
+
+def test_live_build_graph_per_rank(tmp_path):
+    import sqlite3
+
+    dbg = make_debugger(tmp_path, level="mix", steps=2)
+    train(dbg, "mlp", 2)
+    dbg.close()
+    assert dbg.hook_errors == 0, dict(dbg.guard.counts)
+    (db,) = glob.glob(str(tmp_path / "dump_tb" / "build_proc*.vis.db"))
+    con = sqlite3.connect(db)
+    try:
+        graphs = sorted(con.execute("SELECT DISTINCT step FROM tb_nodes").fetchall())
+        names = {r[0] for r in con.execute("SELECT node_name FROM tb_nodes WHERE step=1")}
+    finally:
+        con.close()
+    assert graphs in ([(1,)], [(0,), (1,)])          # an older step may be skipped when the writer is behind
+    assert {"Module.fc1.Linear.forward.0", "Functional.linear.0.forward", "DefaultModel"} <= names

@@ -9,6 +9,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import test as wtest
 from werkzeug import wrappers
 
+from tbprobe.monitor import dashboard
 from tbprobe.monitor.config import AlertRule
 from tbprobe.monitor.writer import MonitorWriter
 from tbprobe.tb_plugin.monitor_routes import get_routes
@@ -152,7 +153,7 @@ def test_errors_are_json_4xx(client, path, params, status, text):
     assert set(body) == {"error"} and text in body["error"]
 
 
-def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path):
+def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path, monkeypatch):
     """The heatmap asks the data provider for the visible rows only, each downsampled to a bound that does not
     grow with the number of steps: what keeps 100k steps x 1k tags responsive."""
     _write_rank(tmp_path / "big" / "rank0", 0)
@@ -174,7 +175,7 @@ def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path):
     client = wtest.Client(lambda env, sr: routes[env["PATH_INFO"]](env, sr))
     body = get(client, "/api/monitor/heatmap", job="big", metric="output", op="norm", limit=3, max_cols=7)
     assert len(body["rows"]) == 3 and all(len(r) == 7 for r in body["values"])
-    assert calls == [(1000, sorted(f"{n}/output_norm" for n in body["rows"]))]
+    assert calls == [(10000, sorted(f"{n}/output_norm" for n in body["rows"]))]
     # the same page again: served from the series cache, the data provider is not asked twice
     again = get(client, "/api/monitor/heatmap", job="big", metric="output", op="norm", limit=3, max_cols=7)
     assert again == body and len(calls) == 1
@@ -183,5 +184,6 @@ def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path):
     w.submit(STEPS + 10, [f"{m}/output" for m in MODULES], np.full((len(MODULES), 2), 7.0))
     w.close()
     mux.Reload()
+    monkeypatch.setattr(dashboard, "LISTING_TTL_S", 0.0)  # as after TensorBoard's next reload
     grown = get(client, "/api/monitor/heatmap", job="big", metric="output", op="norm", limit=3, max_cols=7)
     assert len(calls) == 2 and grown["cols"][-1][1] == STEPS + 10

@@ -63,6 +63,13 @@ def test_bad_parameters_are_400_naming_the_parameter(api, logdir, params, needle
     assert status == 400 and needle in body["error"]
 
 
+def test_every_api_answer_says_its_server_time(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    for query in ("/api/runs", f"/api/meta?run={run}&file={file}", "/api/meta?run=..&file=x.vis.db"):
+        resp = api.client.get("/data/plugin/graph_ascend" + query)
+        assert float(resp.headers["Server-Timing"].split("dur=")[1]) >= 0
+
+
 def test_unknown_node_is_404_on_every_node_route(api, logdir):
     run, file = db_file(logdir, "cmp_stat")
     q = dict(run=run, file=file, step=0, rank=0, side="NPU", node="No.such.node.0")

@@ -390,6 +390,7 @@ export class App {
   /** Rebuild every view in the current language, keeping the state. */
   private rebuild(): void {
     const host = this.root.parentElement!;
+    for (const p of this.graph.panes.values()) p.dispose();
     this.root.remove();
     const next = new App(this.apiBase, host);
     void next.start();

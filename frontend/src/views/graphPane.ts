@@ -82,7 +82,20 @@ export class GraphPane {
       el("div", { class: "ga-pane-title", text: side === "NPU" ? "NPU" : "Bench" }),
       this.canvas, this.minimap.canvas);
     bindPaneInput(this);
-    new ResizeObserver(() => this.resize()).observe(this.el);
+    this.resizeObserver = new ResizeObserver(() => this.resize());
+    this.resizeObserver.observe(this.el);
+  }
+
+  private resizeObserver: ResizeObserver;
+
+  /** Forget this pane (another file, step or rank replaces it): stop observing and drop the tree. */
+  dispose(): void {
+    this.resizeObserver.disconnect();
+    this.generation++;
+    this.root = null;
+    this.byName.clear();
+    this.pending.clear();
+    if (this.cameraTimer) clearTimeout(this.cameraTimer);
   }
 
   private resize(): void {

@@ -168,6 +168,7 @@ export class GraphView {
     this.counterpart = null;
     this.highlights = { NPU: new Set(), Bench: new Set() };
     clear(this.panesBox);
+    for (const p of this.panes.values()) p.dispose();
     this.panes.clear();
     for (const side of meta.sides) {
       const pane = new GraphPane(side, this.host, side === "NPU" ? "minimap" : `minimap-${side}`);

@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/collector_overhead.py [--quick] [--msprobe-python /tmp/peers/msprobe/bin/python]
 
-Each measurement runs in a fresh subprocess (msprobe patches torch globally). Step time = median over the
-measured steps, after warm-up, with the collector dumping every measured step. Prints step-time ratios against
+Each measurement runs in a fresh subprocess (msprobe patches torch globally). Step time = median CPU time of the
+whole process (training and writer threads) per step over the measured steps, after warm-up, with the collector
+dumping every measured step; CPU time is used because wall time on a shared 2-core machine is mostly noise. Prints step-time ratios against
 no tool and tbprobe's added time as a fraction of msprobe's.
 """
 import argparse
@@ -59,8 +60,8 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
             from tbprobe import PrecisionDebugger
         debugger = PrecisionDebugger(config_path=path)
     times, rss = [], []
-    for step in range(warmup + steps):
-        t0 = time.perf_counter()
+    for _step in range(warmup + steps):
+        t0 = time.process_time()
         if debugger is not None and started:
             debugger.start(model=model)
         loss = F.cross_entropy(model(x).view(-1, 64), y.reshape(-1))
@@ -70,10 +71,11 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
         if debugger is not None and started:
             debugger.stop()
             debugger.step()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
         rss.append(_rss_mb())
     if debugger is not None and hasattr(debugger, "close"):
         debugger.close()
+    # the writer thread's remaining work belongs to the measured steps too
     return {"step_s": statistics.median(times[warmup:]), "rss_first": rss[min(warmup, len(rss) - 1)],
             "rss_last": rss[-1]}
 

@@ -19,6 +19,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -142,8 +143,10 @@ def generate_tensor(folder: Path, megabytes: int, seed: int) -> int:
 
 def measure(cmd, cwd=None):
     """(wall seconds, peak RSS of the process tree in bytes, return code)."""
+    # stderr goes to a file, not a pipe: a chatty tool would fill the pipe and block while we only poll
+    err_file = tempfile.TemporaryFile()
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file)
     ps = psutil.Process(proc.pid)
     peak = 0
     while proc.poll() is None:
@@ -160,7 +163,9 @@ def measure(cmd, cwd=None):
             pass
         time.sleep(0.05)
     wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    err_file.seek(0)
+    err = err_file.read().decode(errors="replace")
+    err_file.close()
     if proc.returncode != 0:
         print(f"  ! {' '.join(map(str, cmd[:4]))} exited {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
     return wall, peak, proc.returncode

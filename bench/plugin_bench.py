@@ -6,7 +6,8 @@ Both serve copies of the same synthetic compare database (about 100k nodes per s
 children; tests/tb_plugin/synth_db.py), each in its own `tensorboard` process, driven by Debian's Chromium.
 Measured:
   1. tab opened to graph drawn: from the plugin iframe's navigation start to both panes drawn (in-page clock);
-     cold = first open after the server started, warm = a second browser context;
+     cold = first open after the server started (tbprobe builds the indexes of the newest databases in the
+     background from start-up; "cold, no warm-up" turns that off), warm = a second browser context;
   2. expand of the 20k-children module: tbprobe through the UI (double-click to children drawn) and its
      response bytes; the reference's expand request (changeNodeExpandState) timed and sized from its page;
   3. search: tbprobe's server-side search over 1M names (HTTP round trip on localhost, median of 20, after the
@@ -143,6 +144,13 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        os.environ["TBPROBE_PLUGIN_WARMUP"] = "0"
+        with TensorBoardServer(ours, binary=VENV_TENSORBOARD, timeout=300) as tb:
+            ctx, page, frame, cold_plain = tbprobe_open(browser, tb, "big", "compare_big.vis.db")
+            ctx.close()
+        print(f"tbprobe: tab open cold without start-up warm-up {cold_plain:.2f} s", flush=True)
+        os.environ.pop("TBPROBE_PLUGIN_WARMUP")
+        shutil.rmtree(os.environ["TBPROBE_PLUGIN_CACHE"], ignore_errors=True)
         with TensorBoardServer(ours, binary=VENV_TENSORBOARD, timeout=300) as tb:
             api = tb.url + "/data/plugin/graph_ascend/api"
             ctx, page, frame, cold = tbprobe_open(browser, tb, "big", "compare_big.vis.db")
@@ -150,8 +158,11 @@ def main() -> int:
             ctx, page, frame, warm = tbprobe_open(browser, tb, "big", "compare_big.vis.db")
             print(f"tbprobe: tab open cold {cold:.2f} s, warm {warm:.2f} s", flush=True)
             sizes = {}
-            page.on("response", lambda r: sizes.__setitem__("children", len(r.body()))
-                    if "api/children" in r.url and urllib.parse.quote(BIG) in r.url else None)
+            def on_response(r):
+                if "api/children" in r.url and urllib.parse.quote(BIG) in r.url and "side=NPU" in r.url:
+                    sizes["json"] = sizes.get("json", 0) + len(r.body())
+                    sizes["wire"] = sizes.get("wire", 0) + int(r.headers.get("content-length") or len(r.body()))
+            page.on("response", on_response)
             rect = frame.evaluate("(n) => window.__tbprobe.nodeRect('NPU', n)", BIG)
             ibox = page.locator("iframe").first.bounding_box()
             t0 = frame.evaluate("() => performance.now()")
@@ -160,10 +171,13 @@ def main() -> int:
                 "(n) => window.__tbprobe.ready && window.__tbprobe.expanded('NPU').includes(n)"
                 " ? performance.now() : false", arg=BIG, polling="raf", timeout=120000).json_value()
             expand_ui = (t1 - t0) / 1000
+            page.wait_for_timeout(1500)  # the rest of the children list (it arrives in two requests)
+            json_bytes = sizes.get("json")
             q = dict(run="big", file="compare_big.vis.db", step=0, rank=0, side="NPU", node=BIG, limit=50000)
             expand_http, body, expand_server = http_get(api + "/children?" + urllib.parse.urlencode(q))
-            expand_bytes = sizes.get("children", len(body))
-            print(f"tbprobe: expand UI {expand_ui:.2f} s, HTTP {expand_http:.3f} s, {expand_bytes} bytes", flush=True)
+            expand_bytes = sizes.get("wire", len(body))
+            print(f"tbprobe: expand UI {expand_ui:.2f} s, HTTP {expand_http:.3f} s, {expand_bytes} bytes on the wire"
+                  f" ({json_bytes} bytes of JSON), debug pane", flush=True)
             fps = fps_while_panning(page, frame, "[data-testid=graph-pane-NPU] canvas")
             visible = len(frame.evaluate("() => window.__tbprobe.visibleNodes('NPU')"))
             ctx.close()
@@ -180,11 +194,13 @@ def main() -> int:
             total = json.loads(body)["total"]
             print(f"tbprobe: search over {n_names} names median {search * 1000:.1f} ms server,"
                   f" {search_rt * 1000:.1f} ms round trip (cold {cold_search:.1f} s)", flush=True)
-        rows += [("tab opened to graph drawn, cold (s)", cold), ("tab opened to graph drawn, warm (s)", warm),
+        rows += [("tab opened to graph drawn, cold, no start-up warm-up (s)", cold_plain),
+                 ("tab opened to graph drawn, cold (s)", cold), ("tab opened to graph drawn, warm (s)", warm),
                  (f"expand {big_children} children, UI to drawn (s)", expand_ui),
                  ("expand, server answer (s)", expand_http),
                  ("expand, server time only (s)", expand_server or expand_http),
-                 ("expand, response bytes", expand_bytes),
+                 ("expand, response bytes (on the wire)", expand_bytes),
+                 ("expand, response JSON bytes (uncompressed)", json_bytes or len(body)),
                  (f"search over {n_names} names, server time (ms, median of 20)", search * 1000),
                  ("search, HTTP round trip (ms)", search_rt * 1000),
                  (f"search, first query (builds the index of {n_names} names) (s)", cold_search),
@@ -219,8 +235,11 @@ def main() -> int:
     print("| measure | tbprobe | reference | ratio (reference / tbprobe) |")
     print("|---|---|---|---|")
     pairs = {"tab opened to graph drawn, cold (s)": ref.get("cold"),
+             "tab opened to graph drawn, cold, no start-up warm-up (s)": ref.get("cold"),
              "tab opened to graph drawn, warm (s)": ref.get("warm"),
-             "expand, server answer (s)": ref.get("expand"), "expand, response bytes": ref.get("expand_bytes")}
+             "expand, server answer (s)": ref.get("expand"),
+             "expand, response bytes (on the wire)": ref.get("expand_bytes"),
+             "expand, response JSON bytes (uncompressed)": ref.get("expand_bytes")}
     for name, value in rows:
         other = pairs.get(name)
         ratio = f"{other / value:.1f}x" if other and value else ""

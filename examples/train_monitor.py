@@ -71,7 +71,7 @@ def main() -> int:
         "wg_distribution": True,
         "mv_distribution": True,
         "ops": ["min", "max", "mean", "norm", "nans"],
-        "alert": {"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1.0}}]},
+        "alert": {"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1.0, "ops": ["norm"]}}]},
         "output_dir": args.out,
     }
     os.makedirs(args.out, exist_ok=True)

@@ -66,7 +66,7 @@ def fill_items(record: StepRecord, values: Sequence[Optional[List[float]]]) -> D
     """Write the host statistics into the items; returns the step's health figures."""
     nonfinite = 0
     max_abs = 0.0
-    for item, slot, numel in record.slots:
+    for item, slot, _numel in record.slots:
         row = values[slot] if slot < len(values) else None
         if row is None:
             continue

@@ -1,7 +1,8 @@
-"""One rank pair in, rows out: load -> build -> match -> compare -> overflow -> roll-up -> rows.
+"""One rank pair in, rows out: load -> build -> match -> compare -> overflow -> roll-up -> rows into a sink.
 
-Runs in a worker process for multi-rank inputs, so everything it returns is plain data (rows, counts and small
-stand-in nodes for the cross-rank links)."""
+Rows are generated node by node and written as they come (to the output VisDbWriter, or to a temporary per-rank
+database in a worker process); what a rank job returns is small (counts, findings, stand-ins of the
+communication nodes for the cross-rank links)."""
 import multiprocessing
 import os
 import tempfile
@@ -212,7 +213,11 @@ def _helper_rows(temp_db: str) -> Dict[str, tuple]:
 
     debug, bench, mode, lookup, opts, with_md5, d_nodes, b_nodes = _FORK_JOB  # type: ignore[misc]
     sink = RankDb(temp_db)
-    sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, d_nodes, b_nodes))
+    try:
+        sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, d_nodes, b_nodes))
+    except TbprobeError as exc:  # back as text: FormatError does not survive unpickling
+        sink.conn.close()
+        return str(exc)  # type: ignore[return-value]
     sink.close()
     return {n.name: (n.precision, n.overflow, n.worst_metric, n.inputs_ok) for n in d_nodes}
 
@@ -242,6 +247,8 @@ def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Option
                 sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, regular[:half_d],
                                      b_rest[:half_b]))
                 states = pending.get()
+            if isinstance(states, str):
+                raise TbprobeError(states)
             for node in regular[half_d:]:
                 node.precision, node.overflow, node.worst_metric, node.inputs_ok = states[node.name]
             from tbprobe.graph_builder.temp_db import copy_nodes

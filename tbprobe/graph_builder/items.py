@@ -166,11 +166,14 @@ def item_text(item: Optional[dict], with_md5: bool = False) -> str:
                 out = _SCALAR_TEMPLATE % (_enc(item["type"]), text, text, text, text, text, t.__name__)
                 return out + ', "md5": "' + scalar_md5(value) + '"' if with_md5 else out
         return fields_text(item_strings(item, with_md5))
-    if len(item) == 8 and tuple(item) == _STD_KEYS:
+    if len(item) == 8 and tuple(item) == _STD_KEYS and type(item["type"]) is str and type(item["dtype"]) is str:
         # the common statistics item: one formatting operation
         mx, mn, mean, norm = item["Max"], item["Min"], item["Mean"], item["Norm"]
+        shape = item["shape"]
         return _STD_TEMPLATE % (
-            _jval(item["type"]), _jval(item["dtype"]), _jval(item["shape"]),
+            _enc(item["type"]), _enc(item["dtype"]),
+            # a list of ints prints with digits, commas and brackets only: nothing to escape
+            '"' + str(shape) + '"' if type(shape) is list else _jval(shape),
             float.__repr__(mx) if type(mx) is float else to_str(mx),
             float.__repr__(mn) if type(mn) is float else to_str(mn),
             float.__repr__(mean) if type(mean) is float else to_str(mean),

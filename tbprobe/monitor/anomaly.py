@@ -15,7 +15,6 @@ from tbprobe.monitor.tags import parse_tag
 __all__ = ["Anomaly", "AnomalyDetector", "BETA", "json_number"]
 
 BETA = 0.99  # weight of the history in the moving average (the reference monitor's value)
-_TURBULENCE_OPS = ("norm", "mean")  # turbulence of min/max/zeros/nans is noise, as in the reference
 
 
 def json_number(v: float):
@@ -92,8 +91,8 @@ class AnomalyDetector:
         self._index: Dict[str, int] = {}
         width = len(self.ops)
         self._avg = np.zeros((0, width))
+        self._prev = np.zeros((0, width))  # |value| of the previous step
         self._count = np.zeros((0, width), dtype=np.int64)
-        self._turb_cols = np.array([op in _TURBULENCE_OPS for op in self.ops])
 
     def _rows(self, keys: Sequence[str]) -> np.ndarray:
         new = [k for k in keys if k not in self._index]
@@ -103,6 +102,7 @@ class AnomalyDetector:
                 self._index[k] = start + i
             grow = len(self._index) - self._avg.shape[0]
             self._avg = np.vstack([self._avg, np.zeros((grow, len(self.ops)))])
+            self._prev = np.vstack([self._prev, np.zeros((grow, len(self.ops)))])
             self._count = np.vstack([self._count, np.zeros((grow, len(self.ops)), dtype=np.int64)])
         return np.array([self._index[k] for k in keys], dtype=np.int64)
 
@@ -112,6 +112,7 @@ class AnomalyDetector:
             return []
         rows = self._rows(keys)
         avg = self._avg[rows]
+        prev = self._prev[rows]
         count = self._count[rows]
         absval = np.abs(values)
         finite = np.isfinite(values)
@@ -124,7 +125,9 @@ class AnomalyDetector:
                 hit = finite & (absval > rule.threshold)
             elif rule.name == "AnomalyTurbulence":
                 hit = finite & (count >= max(rule.warmup, 1)) & (absval > avg * (1.0 + rule.threshold))
-                hit &= self._turb_cols[None, :]
+                if rule.jump:  # a spike rises over the last value too; a series that grows steadily does not
+                    hit &= absval > prev * (1.0 + rule.threshold)
+                hit &= np.array([op in rule.ops for op in self.ops])[None, :]
             else:
                 continue
             flagged[hit & np.equal(flagged, None)] = rule.name
@@ -135,6 +138,7 @@ class AnomalyDetector:
         new_avg[first] = absval[first]
         new_avg[later] = BETA * avg[later] + (1 - BETA) * absval[later]
         self._avg[rows] = new_avg
+        self._prev[rows] = np.where(finite, absval, prev)
         self._count[rows] = count + finite
         out = []
         for i, j in zip(*np.nonzero(np.not_equal(flagged, None))):

@@ -69,6 +69,8 @@ class AlertRule:
     name: str  # one of RULE_NAMES
     threshold: Optional[float]  # AnomalyTurbulence: relative rise over the moving average; AnomalyNan: |value| limit
     warmup: int = 5  # values seen before AnomalyTurbulence may fire (the moving average needs a history)
+    ops: tuple = ("norm", "mean")  # statistics AnomalyTurbulence watches (the reference's pair by default)
+    jump: bool = True  # AnomalyTurbulence also needs a rise over the previous value: steady growth is no spike
 
 
 @dataclass
@@ -219,8 +221,8 @@ def _parse_alert(alert: Any, path: str):
         if not isinstance(args, dict):
             _fail(path, f"{where}.args must be an object")
         for key in args:
-            if key not in ("threshold", "warmup"):
-                _fail(path, f"{where}.args has unknown key '{key}' (allowed: threshold, warmup)")
+            if key not in ("threshold", "warmup", "ops", "jump"):
+                _fail(path, f"{where}.args has unknown key '{key}' (allowed: threshold, warmup, ops, jump)")
         threshold = args.get("threshold")
         name = spec["rule_name"]
         if name == "AnomalyTurbulence" and threshold is None:
@@ -232,5 +234,11 @@ def _parse_alert(alert: Any, path: str):
         warmup = args.get("warmup", 5)
         if not _is_int(warmup) or warmup < 0:
             _fail(path, f"{where}.args.warmup must be an integer >= 0, got {warmup!r}")
-        rules.append(AlertRule(name, None if threshold is None else float(threshold), warmup))
+        rule_ops = args.get("ops", ["norm", "mean"])
+        if not isinstance(rule_ops, list) or not rule_ops or any(o not in OPS for o in rule_ops):
+            _fail(path, f"{where}.args.ops must be a non-empty list of statistics from {list(OPS)}")
+        jump = args.get("jump", True)
+        if not isinstance(jump, bool):
+            _fail(path, f"{where}.args.jump must be true or false, got {jump!r}")
+        rules.append(AlertRule(name, None if threshold is None else float(threshold), warmup, tuple(rule_ops), jump))
     return rules, dump

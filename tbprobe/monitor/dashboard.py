@@ -81,27 +81,52 @@ def value_json(v: float):
     return v
 
 
-# TensorBoard's list_scalars walks every stored point to find each series' last step (over a second for 2000
-# series of 1000 points); it changes only when TensorBoard reloads the log directory (every 5 s by default), so one
-# listing serves the requests of the next few seconds.
+# TensorBoard's list_scalars walks every stored point to find each series' last step (seconds for 2000 series of
+# 1000 points). It changes only when TensorBoard reloads the log directory (every 5 s by default), so a listing
+# serves the next LISTING_TTL_S seconds as is; for LISTING_STALE_S more it is still answered at once while a
+# background thread builds the next one (a user clicking around never waits for the walk twice).
 LISTING_TTL_S = 3.0
+LISTING_STALE_S = 60.0
 _listings: Dict[tuple, tuple] = {}
+_refreshing: set = set()
 _listing_lock = threading.Lock()
+
+
+def _fetch_listing(provider, ctx, eid: str, key: tuple):
+    listing = provider.list_scalars(ctx, experiment_id=eid, plugin_name=_PLUGIN)
+    with _listing_lock:
+        if len(_listings) >= 16 and key not in _listings:
+            _listings.clear()
+        _listings[key] = (time.monotonic(), listing, provider)
+        _refreshing.discard(key)
+    return listing
+
+
+def _refresh_in_background(provider, ctx, eid: str, key: tuple) -> None:
+    def run():
+        try:
+            _fetch_listing(provider, ctx, eid, key)
+        except Exception:  # noqa: BLE001 - the next request fetches synchronously
+            with _listing_lock:
+                _refreshing.discard(key)
+
+    threading.Thread(target=run, name="tbprobe-monitor-listing", daemon=True).start()
 
 
 def _listing(provider, ctx, eid: str):
     key = (id(provider), eid)
-    now = time.monotonic()
     with _listing_lock:
         hit = _listings.get(key)
-    if hit is not None and hit[2] is provider and now - hit[0] < LISTING_TTL_S:
-        return hit[1]
-    listing = provider.list_scalars(ctx, experiment_id=eid, plugin_name=_PLUGIN)
-    with _listing_lock:
-        if len(_listings) >= 16:
-            _listings.clear()
-        _listings[key] = (now, listing, provider)
-    return listing
+        if hit is not None and hit[2] is provider:
+            age = time.monotonic() - hit[0]
+            if age < LISTING_TTL_S:
+                return hit[1]
+            if age < LISTING_TTL_S + LISTING_STALE_S:
+                if key not in _refreshing:
+                    _refreshing.add(key)
+                    _refresh_in_background(provider, ctx, eid, key)
+                return hit[1]
+    return _fetch_listing(provider, ctx, eid, key)
 
 
 def list_jobs(provider, ctx, eid: str) -> Dict[str, Job]:
@@ -181,7 +206,8 @@ def _binned(rows, max_cols: int, max_step: int = 0):
     hi = max(int(max(s[-1] for s in filled)), max_step)
     span = hi - lo + 1
     n = min(max_cols, span)
-    cols = [[lo + (i * span) // n, lo + ((i + 1) * span) // n - 1] for i in range(n)]
+    # column i holds the steps s with floor((s - lo) * n / span) == i: from ceil(i * span / n) on
+    cols = [[lo - (-(i * span) // n), lo - (-((i + 1) * span) // n) - 1] for i in range(n)]
     grid = []
     for steps, values in rows:
         cells: List[Optional[object]] = [None] * n

@@ -39,6 +39,28 @@ class GraphData:
         self._types: Dict[tuple, tuple] = {}
         self._types_lock = threading.Lock()
 
+    def warm_up(self) -> None:
+        """Build, in the background at start-up, the indexes of the file the page opens by default (the first
+        compare database in listing order, else the first database), so the first open of the tab finds them
+        ready. One file only: warming more would compete with the requests it is meant to speed up."""
+        def run():
+            try:
+                root = os.path.realpath(self.logdir)
+                entries = [e for files in catalog.scan(self.logdir).values() for e in files if e.format == "db"]
+                paths = [os.path.join(root, e.file) if e.run == "." else os.path.join(root, e.run, e.file)
+                         for e in entries]
+                chosen = next((e for e, p in zip(entries, paths) if self._graph_type(p)[0] == "compare"),
+                              entries[0] if entries else None)
+                if chosen is None:
+                    return
+                _, gf = self.open(chosen.run, chosen.file)
+                meta = gf.meta()
+                for side in meta["sides"]:
+                    gf.index(meta["steps"][0], meta["ranks"][0], side)
+            except Exception:  # noqa: BLE001 - an optimisation only; requests report real problems
+                return
+        threading.Thread(target=run, name="graph_ascend-warm-up", daemon=True).start()
+
     # --- helpers ---------------------------------------------------------------------------------------------
     def open(self, run: str, file: str):
         path = catalog.resolve_file(self.logdir, run, file)

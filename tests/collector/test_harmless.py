@@ -40,7 +40,7 @@ def test_hook_exception_is_caught_counted_logged_once(tmp_path, monkeypatch, cap
     def broken(t):
         raise RuntimeError("forced failure")
 
-    monkeypatch.setattr(stats, "_vector", broken)
+    monkeypatch.setattr(stats, "_scalars", broken)
     torch.manual_seed(7)
     _, plain = train(None, "mlp", steps=2)
     dbg = make_debugger(tmp_path, level="mix", steps=2)

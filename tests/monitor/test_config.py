@@ -30,6 +30,8 @@ def _cfg(tmp_path, raw) -> str:
         ({"alert": {"rules": [{"rule_name": "AnomalyTurbulence"}]}}, "AnomalyTurbulence needs args.threshold"),
         ({"alert": {"rules": [{"rule_name": "AnomalyNan", "args": {"threshold": -2}}]}}, "threshold must be"),
         ({"module_ranks": [0, "1"]}, "'module_ranks' must be a list of rank numbers"),
+        ({"alert": {"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1, "ops": ["p99"]}}]}},
+         "args.ops must be a non-empty list of statistics"),
         ({"forward_only": True, "backward_only": True}, "cannot both be true"),
         ([1, 2], "must be a JSON object"),
         ("{not json", "not valid JSON"),

@@ -113,8 +113,19 @@ def test_spike_is_detected_by_moving_average_turbulence(tmp_path):
     hits = [a for a in read_anomalies(run) if a["tag"] == "layers.0/input_norm"]
     assert [a["step"] for a in hits] == [14]
     assert hits[0]["rule"] == "AnomalyTurbulence" and hits[0]["value"] > 10 * hits[0]["history"]
-    # max is not a turbulence statistic (as in the reference): no report for it
+    # max is not a turbulence statistic by default (as in the reference): no report for it
     assert not any(a["tag"].endswith("_max") for a in read_anomalies(run))
+
+
+def test_turbulence_statistics_are_configurable(tmp_path):
+    _, _, _, run = _run(
+        tmp_path, steps=20, targets={"layers.0": {}}, xy_distribution=True, ops=["max", "mean", "norm"],
+        alert={"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1.0, "ops": ["max"]}}]},
+        train_kw={"scale": {14: 30.0}},
+    )
+    found = read_anomalies(run)
+    assert ("layers.0/input_max", 14) in {(a["tag"], a["step"]) for a in found}
+    assert all(a["op"] == "max" for a in found)
 
 
 def test_a_failing_statistic_never_reaches_training(tmp_path, monkeypatch):

@@ -92,3 +92,18 @@ def test_legacy_vis_json_files_are_served_like_databases(api, logdir):
     (logdir / "old" / "broken.vis").write_text("{not json", encoding="utf-8")
     status, err = api.get("/api/meta", run="old", file="broken.vis")
     assert status == 400 and "broken.vis" in err["error"]
+
+
+def test_big_answers_are_gzipped_when_the_browser_accepts_it(big):
+    import gzip
+    api = make_api(big)
+    q = dict(run=".", file="compare_big.vis.db", step=0, rank=0, side="NPU", node="Module.big.Big.forward.0",
+             limit=50000)
+    plain = api.client.get("/data/plugin/graph_ascend/api/children", query_string=q)
+    zipped = api.client.get("/data/plugin/graph_ascend/api/children", query_string=q,
+                            headers={"Accept-Encoding": "gzip, deflate"})
+    assert "Content-Encoding" not in plain.headers and zipped.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(zipped.data) == plain.data
+    assert len(zipped.data) * 5 < len(plain.data)
+    small = api.client.get("/data/plugin/graph_ascend/api/runs", headers={"Accept-Encoding": "gzip"})
+    assert "Content-Encoding" not in small.headers

@@ -185,5 +185,43 @@ def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path, monkeypatch):
     w.close()
     mux.Reload()
     monkeypatch.setattr(dashboard, "LISTING_TTL_S", 0.0)  # as after TensorBoard's next reload
+    monkeypatch.setattr(dashboard, "LISTING_STALE_S", 0.0)
     grown = get(client, "/api/monitor/heatmap", job="big", metric="output", op="norm", limit=3, max_cols=7)
     assert len(calls) == 2 and grown["cols"][-1][1] == STEPS + 10
+
+
+def test_a_stale_listing_is_answered_at_once_and_refreshed_behind(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    _write_rank(tmp_path / "j" / "rank0", 0)
+    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
+    mux.AddRunsFromDirectory(str(tmp_path))
+    mux.Reload()
+    real = tb_data_provider.MultiplexerDataProvider(mux, str(tmp_path))
+    listed = []
+    gate = threading.Event()
+
+    class Slow:
+        def list_scalars(self, ctx=None, **kw):
+            listed.append(1)
+            if len(listed) > 1:
+                gate.wait(10)  # the refresh blocks until the test lets it go
+            return real.list_scalars(ctx, **kw)
+
+        def read_scalars(self, ctx=None, **kw):
+            return real.read_scalars(ctx, **kw)
+
+    monkeypatch.setattr(dashboard, "LISTING_TTL_S", 0.0)
+    monkeypatch.setattr(dashboard, "LISTING_STALE_S", 60.0)
+    routes = get_routes(base_plugin.TBContext(logdir=str(tmp_path), data_provider=Slow()))
+    client = wtest.Client(lambda env, sr: routes[env["PATH_INFO"]](env, sr))
+    assert [j["job"] for j in get(client, "/api/monitor/runs")["jobs"]] == ["j"]
+    t0 = time.monotonic()
+    assert [j["job"] for j in get(client, "/api/monitor/runs")["jobs"]] == ["j"]  # stale, not blocked
+    assert time.monotonic() - t0 < 5  # the request did not wait for the walk ...
+    deadline = time.monotonic() + 10
+    while len(listed) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(listed) == 2  # ... which runs behind it
+    gate.set()

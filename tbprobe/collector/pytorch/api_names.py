@@ -23,7 +23,7 @@ NEVER = {
     "__reduce_ex__", "__deepcopy__", "__setstate__", "__getstate__", "__dir__", "__torch_function__", "__reversed__",
     "as_subclass", "pin_memory", "share_memory_", "record_stream", "data", "type", "grad", "_version",
     "is_tensor", "is_storage", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype", "manual_seed",
-    "set_grad_enabled", "no_grad", "enable_grad", "numel", "result_type", "can_cast", "promote_types",
+    "set_grad_enabled", "no_grad", "enable_grad", "result_type", "can_cast", "promote_types",
     "is_nonzero", "is_same_size", "is_set_to", "is_shared", "is_pinned", "is_inference", "is_coalesced",
     "is_conj", "is_neg", "nbytes", "itemsize", "names", "refine_names", "rename", "align_to",
 }

@@ -4,6 +4,7 @@ import contextlib
 import functools
 import logging
 import os
+import time
 from typing import Any, Callable, Iterator, List, Optional
 
 import torch
@@ -47,7 +48,7 @@ class PrecisionDebugger:
     def __init__(self, config_path: Optional[str] = None, task: Optional[str] = None,
                  dump_path: Optional[str] = None, level: Optional[str] = None,
                  step: Optional[List[int]] = None, model: Optional[torch.nn.Module] = None,
-                 live_graph: bool = True) -> None:
+                 live_graph: bool = True, live_graph_interval: float = 2.0) -> None:
         self.config: CollectorConfig = load_config(config_path, task=task, dump_path=dump_path, level=level,
                                                    step=step)
         cfg = self.config
@@ -64,6 +65,9 @@ class PrecisionDebugger:
         self._events: Optional[HealthEvents] = None
         self._live: Optional[LiveGraph] = None
         self.live_graph = live_graph
+        self.live_graph_interval = live_graph_interval
+        self._live_at = -1e9
+        self._closing = False
         self._step_open = False
         self._finished = False
         self._debug_counts: dict = {}
@@ -191,6 +195,7 @@ class PrecisionDebugger:
 
     def close(self) -> None:
         """Write what is pending and release every hook (also done past the last listed step)."""
+        self._closing = True
         if self._step_open:
             self.step()
         self._finish(None)
@@ -219,7 +224,12 @@ class PrecisionDebugger:
                 self._events.write(os.path.basename(out_dir), step, health)
             except Exception as exc:
                 self.guard.report("event file", exc)
-        if self._live is not None and newest:
+        # The live graph costs about as much as a small step to build: at most one rebuild per interval (and the
+        # last step at close), so the writer keeps up with fast steps.
+        now = time.monotonic()
+        if self._live is not None and (newest or self._closing) and (
+                self._closing or now - self._live_at >= self.live_graph_interval):
+            self._live_at = now
             try:
                 self._live.update(out_dir, step)
             except Exception as exc:
@@ -229,6 +239,7 @@ class PrecisionDebugger:
         if self._finished:
             return
         self._finished = True
+        self._closing = True
         if message:
             log.error("tbprobe: %s", message)
         self.stop()

@@ -33,41 +33,39 @@ def is_summarisable(t: torch.Tensor) -> bool:
     return True
 
 
-def _vector(t: torch.Tensor) -> torch.Tensor:
-    """[Max, Min, Mean, Norm] of `t` as one small device tensor: aminmax, mean, vector_norm and one stack.
+def _scalars(t: torch.Tensor) -> List[torch.Tensor]:
+    """[Max, Min, Mean, Norm] of `t` as four 0-dim device tensors: aminmax, mean and vector_norm (three kernels;
+    the stacking of all of a step's scalars is one more kernel per batch, not per tensor).
 
     Callers hold no_grad. Max/Min keep the tensor's dtype (converted exactly when stacked); Mean/Norm of
     integer, half and float64 tensors are computed in float32, as REFERENCE.md s1 says."""
     dt = t.dtype
     if dt == torch.float32:
         if t.dim() == 0:  # the reference writes the value itself for all four statistics of a 0-dim tensor
-            return torch.stack([t, t, t, t])
+            return [t, t, t, t]
         mn, mx = torch.aminmax(t)
-        return torch.stack([mx, mn, t.mean(), torch.linalg.vector_norm(t)])
+        return [mx, mn, t.mean(), torch.linalg.vector_norm(t)]
     if dt == torch.bool:
         t = t.to(torch.float32)
-        return torch.stack([t.amax(), t.amin(), t.mean(), torch.linalg.vector_norm(t)])
+        return [t.amax(), t.amin(), t.mean(), torch.linalg.vector_norm(t)]
     if t.is_complex():
         t = t.abs()
         dt = t.dtype
-    out = torch.float64 if dt in (torch.float64, torch.int64, torch.int32) else torch.float32
     if t.dim() == 0:
-        v = t.to(out)
-        return torch.stack([v, v, v, v])
+        return [t, t, t, t]
     mn, mx = torch.aminmax(t)
     tf = t if dt == torch.float32 else t.to(torch.float32)
-    return torch.stack([mx.to(out), mn.to(out), tf.mean().to(out), torch.linalg.vector_norm(tf).to(out)])
+    return [mx, mn, tf.mean(), torch.linalg.vector_norm(tf)]
 
 
 class StatBuffer:
-    """Slots of statistics for one step; `add` returns a slot index, `collect` returns host lists."""
+    """Slots of statistics for one step; `add` returns a slot index, `collect` returns host lists.
+
+    Two lanes: float32 scalars (almost every tensor; stacked once per batch) and float64 vectors (float64 and
+    64-bit integer tensors, whose Max/Min need the width)."""
 
     def __init__(self) -> None:
-        self._pending: List[torch.Tensor] = []
-        self._batches: List[torch.Tensor] = []
-        self._count = 0
-        self._cache: Dict[int, Tuple[Any, int, int]] = {}   # id(tensor) -> (weakref, version, slot)
-        self._refs: List[Tuple[Any, int]] = []               # slot -> (weakref or None, version)
+        self.reset()
 
     def __len__(self) -> int:
         return self._count
@@ -82,13 +80,23 @@ class StatBuffer:
         if grad:  # two C calls instead of a no_grad context manager per tensor
             _set_grad(False)
         try:
-            vec = _vector(t)
+            parts = _scalars(t)
+            if parts[0].dtype == torch.float32 and parts[2].dtype == torch.float32:
+                lane = 0
+                self._pending32.extend(parts)
+                index = self._n32
+                self._n32 += 1
+            else:
+                lane = 1
+                self._pending64.append(torch.stack([p.to(torch.float64) for p in parts]))
+                index = self._n64
+                self._n64 += 1
         finally:
             if grad:
                 _set_grad(True)
         slot = self._count
         self._count += 1
-        self._pending.append(vec)
+        self._where.append((lane, index))
         try:
             ref = weakref.ref(t)
         except TypeError:
@@ -96,7 +104,7 @@ class StatBuffer:
         if ref is not None:
             self._cache[key] = (ref, version, slot)
         self._refs.append((ref, version))
-        if len(self._pending) >= _BATCH:
+        if len(self._pending32) >= 4 * _BATCH:
             self._merge()
         return slot
 
@@ -105,26 +113,28 @@ class StatBuffer:
         self._cache.pop(id(t), None)
 
     def _merge(self) -> None:
-        if self._pending:
-            if any(v.dtype != torch.float32 for v in self._pending):
-                self._batches.append(torch.stack([v.to(torch.float64) for v in self._pending]))
-            else:
-                self._batches.append(torch.stack(self._pending))
-            self._pending = []
+        if self._pending32:
+            self._batches32.append(torch.stack(self._pending32).view(-1, 4))
+            self._pending32 = []
+        if self._pending64:
+            self._batches64.append(torch.stack(self._pending64))
+            self._pending64 = []
+
+    @staticmethod
+    def _host(batches: List[torch.Tensor]) -> List[List[float]]:
+        if not batches:
+            return []
+        joined = batches[0] if len(batches) == 1 else torch.cat(batches)
+        return joined.cpu().tolist()
 
     def collect(self) -> List[Optional[List[float]]]:
-        """All slots as [Max, Min, Mean, Norm, zero_count, nan_count, inf_count] host lists (one transfer)."""
+        """All slots as [Max, Min, Mean, Norm, zero_count, nan_count, inf_count] host lists (one transfer per lane)."""
         self._merge()
-        if not self._batches:
-            return []
-        if len(self._batches) == 1:
-            host = self._batches[0].cpu().tolist()
-        else:
-            dtype = torch.float64 if any(b.dtype == torch.float64 for b in self._batches) else torch.float32
-            host = torch.cat([b.to(dtype) for b in self._batches]).cpu().tolist()
+        lanes = (self._host(self._batches32), self._host(self._batches64))
         out: List[Optional[List[float]]] = []
         with torch.no_grad():
-            for slot, row in enumerate(host):
+            for slot, (lane, index) in enumerate(self._where):
+                row = lanes[lane][index]
                 out.append(row + self._counts(slot, row))
         self.reset()
         return out
@@ -148,11 +158,16 @@ class StatBuffer:
         return [zeros, int(torch.isnan(t).sum()), int(torch.isinf(t).sum())]
 
     def reset(self) -> None:
-        self._pending = []
-        self._batches = []
+        self._pending32: List[torch.Tensor] = []
+        self._pending64: List[torch.Tensor] = []
+        self._batches32: List[torch.Tensor] = []
+        self._batches64: List[torch.Tensor] = []
+        self._n32 = 0
+        self._n64 = 0
         self._count = 0
-        self._cache = {}
-        self._refs = []
+        self._where: List[Tuple[int, int]] = []              # slot -> (lane, row in lane)
+        self._cache: Dict[int, Tuple[Any, int, int]] = {}   # id(tensor) -> (weakref, version, slot)
+        self._refs: List[Tuple[Any, int]] = []               # slot -> (weakref or None, version)
 
 
 def _raw_bytes(t: torch.Tensor) -> np.ndarray:

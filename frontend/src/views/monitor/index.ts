@@ -13,7 +13,7 @@ export interface MonitorContext {
   lang: "en" | "zh";
 }
 
-const PAGE = 200;
+const PAGE = 100;
 const MAX_SERIES = 8;
 
 interface TestHook {

@@ -118,7 +118,8 @@ def main(argv=None) -> list:
     p.add_argument("--dump-path", default="./tbprobe_dump")
     p.add_argument("--level", default="L0", choices=["L0", "L1", "mix"])
     p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--perturb", type=float, default=0.0, help="add this to blocks.1.mlp.fc.weight")
+    p.add_argument("--perturb", type=float, default=0.0,
+                   help="add this to column 0 of the last block's mlp.fc.weight (a 'debug' run that diverges)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--summary-mode", default="statistics", choices=["statistics", "md5", "xor"])
     p.add_argument("--tool", default="tbprobe", choices=["tbprobe", "msprobe", "none"])
@@ -132,7 +133,8 @@ def main(argv=None) -> list:
     model = GPT(dim=args.dim)
     if args.perturb:
         with torch.no_grad():
-            model.blocks[-1].mlp.fc.weight.add_(args.perturb)
+            # one input column: a constant added to every weight would vanish behind the LayerNorm before it
+            model.blocks[-1].mlp.fc.weight[:, 0].add_(args.perturb)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     debugger = make_debugger(args.tool, args.dump_path, args.level, args.steps, args.summary_mode)
     losses = []

@@ -13,6 +13,7 @@ import numpy as np
 from tbprobe.tb_plugin import catalog
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.compare_table import BASE_COLUMNS, build_rows, sort_key_number, to_csv
+from tbprobe.tb_plugin.findings import first_divergence, first_overflow, stored_finding
 from tbprobe.tb_plugin.graph_files import GraphFiles
 from tbprobe.tb_plugin.graph_index import (
     OVERFLOW_LEVELS,
@@ -316,10 +317,9 @@ class GraphData:
         stored = gf.stored_findings(step, rank)
         if stored is not None:
             return {"source": "stored",
-                    "first_divergence": _stored_finding(idx, stored.get("first_divergence")),
-                    "first_overflow": _stored_finding(idx, stored.get("first_overflow"))}
-        return {"source": "computed", "first_divergence": _first_divergence(idx),
-                "first_overflow": _first_overflow(idx)}
+                    "first_divergence": stored_finding(idx, stored.get("first_divergence")),
+                    "first_overflow": stored_finding(idx, stored.get("first_overflow"))}
+        return {"source": "computed", "first_divergence": first_divergence(idx), "first_overflow": first_overflow(idx)}
 
     def overflow(self, run, file, step, rank, side="NPU") -> dict:
         gf, idx = self.graph(run, file, step, rank, side)
@@ -365,50 +365,3 @@ def _legend_bounds(colors: dict):
     if set(uppers) != {"pass", "warning", "error"}:
         return ((0.3, "pass"), (0.6, "warning"), (float("inf"), "error"))
     return ((uppers["pass"], "pass"), (uppers["warning"], "warning"), (float("inf"), "error"))
-
-
-def _stored_finding(idx: GraphIndex, found: Optional[dict]) -> Optional[dict]:
-    """A finding from tbprobe's table in the same shape as a computed one (plus the stored ``detail``)."""
-    if not found or found.get("name") not in idx.by_name:
-        return None
-    i = idx.by_name[found["name"]]
-    prec = float(idx.precision[i])
-    level = PRECISION_CLASSES[precision_classes(idx.precision[i: i + 1])[0]]
-    return {"name": idx.names[i], "order": i, "exec_order": found.get("exec_order"),
-            "precision": None if prec != prec else prec, "level": level,
-            "overflow": OVERFLOW_LEVELS[idx.overflow[i]] or None, "path": idx.path(i), "detail": found.get("detail")}
-
-
-def _leaves(idx: GraphIndex) -> np.ndarray:
-    return np.diff(idx.child_start) == 0
-
-
-def _earliest(idx: GraphIndex, mask: np.ndarray) -> Optional[int]:
-    found = np.flatnonzero(mask)
-    if not len(found):
-        return None
-    return int(found[np.argmin(idx.exec_order[found])])
-
-
-def _first_divergence(idx: GraphIndex) -> Optional[dict]:
-    """The earliest node in execution order whose own result is an error (leaves first), else a warning."""
-    classes = precision_classes(idx.precision)
-    leaves = _leaves(idx)
-    for level in ("error", "warning"):
-        is_level = classes == PRECISION_CLASSES.index(level)
-        best = _earliest(idx, is_level & leaves)
-        best = best if best is not None else _earliest(idx, is_level)
-        if best is not None:
-            return {"name": idx.names[best], "order": best, "exec_order": int(idx.exec_order[best]),
-                    "precision": float(idx.precision[best]), "level": level, "path": idx.path(best)}
-    return None
-
-
-def _first_overflow(idx: GraphIndex) -> Optional[dict]:
-    has = idx.overflow > 0
-    best = _earliest(idx, has & _leaves(idx))
-    best = best if best is not None else _earliest(idx, has)
-    if best is None:
-        return None
-    return {"name": idx.names[best], "order": best, "exec_order": int(idx.exec_order[best]),
-            "overflow": OVERFLOW_LEVELS[idx.overflow[best]], "path": idx.path(best)}

@@ -26,7 +26,7 @@ def test_train_gpt_debug_and_bench_runs(tmp_path):
         "Module.blocks.1.mlp.fc.Linear.forward.0"]["parameters"]["weight"]
     w_debug = load_rank(rank_dirs(str(tmp_path / "debug"))[0])["dump"]["data"][
         "Module.blocks.1.mlp.fc.Linear.forward.0"]["parameters"]["weight"]
-    assert abs(w_debug["Mean"] - w_bench["Mean"] - 0.05) < 1e-4
+    assert abs(w_debug["Mean"] - w_bench["Mean"] - 0.05 / 32) < 1e-5     # column 0 of a [128, 32] weight
 
 
 def test_train_mlp(tmp_path):

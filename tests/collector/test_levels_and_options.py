@@ -204,3 +204,39 @@ def test_live_build_graph_per_rank(tmp_path):
         con.close()
     assert graphs in ([(1,)], [(0,), (1,)])          # an older step may be skipped when the writer is behind
     assert {"Module.fc1.Linear.forward.0", "Functional.linear.0.forward", "DefaultModel"} <= names
+
+
+def test_tensor_list_saves_only_matching_tensors(tmp_path):
+    dbg = make_debugger(tmp_path, level="L1", tensor_list=["relu"])
+    train(dbg, "mlp", 1)
+    dbg.close()
+    rank = rank_dirs(str(tmp_path / "dump"))[0]
+    files = set(os.listdir(os.path.join(rank, "dump_tensor_data")))
+    assert files and all("relu" in f for f in files)
+    data = load_rank(rank)["dump"]["data"]
+    assert data["Functional.relu.0.forward"]["output"][0]["data_name"] == "Functional.relu.0.forward.output.0.pt"
+    assert "data_name" not in data["Functional.linear.0.forward"]["output"][0]
+
+
+def test_data_mode_input_and_extra_info_off(tmp_path):
+    (tmp_path / "a").mkdir()
+    dbg = make_debugger(tmp_path / "a", level="mix", data_mode=["input"])
+    train(dbg, "mlp", 1)
+    dbg.close()
+    data = dump_of(tmp_path / "a")["dump"]["data"]
+    fw = data["Functional.linear.0.forward"]
+    assert fw["input_args"] and fw["output"] == []
+    bw = data["Module.fc2.Linear.backward.0"]
+    assert bw["input"] and bw["output"] == []
+
+    from run_model import config
+
+    cfg = config(str(tmp_path / "b" / "dump"), "mix")
+    cfg["extra_info"] = False
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "c.json").write_text(json.dumps(cfg))
+    dbg = PrecisionDebugger(config_path=str(tmp_path / "b" / "c.json"))
+    train(dbg, "mlp", 1)
+    dbg.close()
+    r = dump_of(tmp_path / "b")
+    assert r["stack"] == {} and r["construct"] == {} and "Module.fc1.Linear.forward.0" in r["dump"]["data"]

@@ -1,6 +1,6 @@
 """The Monitor view end to end: a real training run recorded by TrainerMon, a real `tensorboard --logdir` process,
 a real Chromium. Heatmap drawn, a clicked cell plots its series (two cells side by side), an anomaly jumps to
-its cell. A screenshot goes to test-artifacts/."""
+its cell. Screenshots go to test-artifacts/monitor_dashboard_*.png."""
 import os
 import socket
 import subprocess
@@ -150,10 +150,11 @@ def test_monitor_dashboard_heatmap_series_and_anomaly_jump(server):
             timeout=30000,
         )
         assert frame.locator("[data-testid=monitor-metric]").input_value() == "input"
+        page.screenshot(path=os.path.join(ARTIFACTS, "monitor_dashboard_jump.png"), full_page=True)
         # The filter narrows the rows.
         frame.locator("[data-testid=monitor-filter]").fill("layers.1,layers.2")
         frame.wait_for_function("() => window.__tbprobeMonitor.rows().join() === 'layers.1,layers.2'",
                                 timeout=30000)
-        page.screenshot(path=os.path.join(ARTIFACTS, "monitor_dashboard.png"), full_page=True)
+        page.screenshot(path=os.path.join(ARTIFACTS, "monitor_dashboard_filtered.png"), full_page=True)
         assert not errors, errors
         browser.close()

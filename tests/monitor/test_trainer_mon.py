@@ -214,3 +214,27 @@ def test_eval_forwards_are_not_recorded(tmp_path):
     acc = ea.EventAccumulator(str(tmp_path / "out" / "rank0"), size_guidance={ea.SCALARS: 0})
     acc.Reload()
     assert [e.step for e in acc.Scalars("head/output_norm")] == [0, 1]  # one value per step: eval not counted
+
+
+def test_activation_checkpoint_recomputation_is_not_recorded_twice(tmp_path):
+    from torch.utils.checkpoint import checkpoint
+
+    class Ckpt(Net):
+        def forward(self, x):
+            for layer in self.layers:
+                x = checkpoint(layer, x, use_reentrant=False)  # layer's forward runs again during backward
+            return self.head(x)
+
+    torch.manual_seed(0)
+    model = Ckpt()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", targets={"layers.0": {}}, xy_distribution=True))
+    mon.set_monitor(model, opt)
+    train(model, opt, 2)
+    mon.close()
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    acc = ea.EventAccumulator(str(tmp_path / "out" / "rank0"), size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("layers.0/output_norm")] == [0, 1]
+    assert [e.step for e in acc.Scalars("layers.0/output_grad_norm")] == [0, 1]

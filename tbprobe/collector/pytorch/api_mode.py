@@ -198,7 +198,7 @@ class ApiCapture:
                 o = out if isinstance(out, (list, tuple)) else [out]
                 entry = {"input_args": args_items, "input_kwargs": kwargs_items,
                          "output": [s.items.value(v, f"{name}.output.{i}") for i, v in enumerate(o)]}
-                s.record.add_entry(name, entry)
+                s.add_entry(name, entry)
                 s.note_producer(name, outs)
             else:  # a construct-only node: its backward is a construct-only node too
                 s.skip_data(name.replace(".forward", ".backward"))

@@ -98,7 +98,7 @@ class DistributedCapture:
                         # the reference writes the (now reduced/received) tensor arguments as the output
                         outs = [s.items.value(a, f"{name}.output.{i}") for i, a in enumerate(args)
                                 if type(a).__name__ in ("Tensor", "Parameter", "list")]
-                        s.record.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items,
+                        s.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items,
                                                   "output": outs})
                 except Exception as exc:
                     s.guard.report("collective post-call", exc)

@@ -151,7 +151,7 @@ class ModuleHooks:
                              "output": [s.items.value(o, f"{name}.output.{i}") for i, o in enumerate(out)],
                              "parameters": {pn: s.items.value(p, f"{name}.parameters.{pn}")
                                             for pn, p in mod.named_parameters(recurse=False)}}
-                    s.record.add_entry(name, entry)
+                    s.add_entry(name, entry)
                 outs = flatten_tensors(output)
                 s.note_producer(name, outs, overwrite=False)
                 if call.inputs is not None:

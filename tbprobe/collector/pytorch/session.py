@@ -87,7 +87,7 @@ class BackwardTracker:
             s.bw_active.remove(self)
         s.record.add_construct(self.name, self.parent)
         if s.record_data(self.name):
-            s.record.add_entry(self.name, {"input": self.out_items, "output": self.in_items})
+            s.add_entry(self.name, {"input": self.out_items, "output": self.in_items})
 
 
 class NodeTracker:
@@ -122,7 +122,7 @@ class NodeTracker:
             if self.missing == 0:
                 s.record.add_construct(self.name, self.parent)
                 if data:
-                    s.record.add_entry(self.name, {"input": self.ins, "output": self.outs})
+                    s.add_entry(self.name, {"input": self.ins, "output": self.outs})
         except Exception as exc:
             s.guard.report("backward hook", exc)
         finally:
@@ -149,7 +149,8 @@ class Session:
         self.filter = NameFilter(cfg)
         self.counters = Counters()
         self.stats = StatBuffer()
-        self.items = ItemMaker(cfg.task, cfg.summary_mode, self._schedule_stats, self._schedule_save)
+        self.items = ItemMaker(cfg.task, cfg.summary_mode, self._schedule_stats, self._schedule_save,
+                               cfg.tensor_list)
         self.want_stack = cfg.extra_info
         self.active = False
         self.busy = 0                      # >0 while tbprobe's own code runs: nothing is intercepted then
@@ -195,6 +196,17 @@ class Session:
             keep = self.filter.keep(name, direction)
             self._data_names[name] = keep
         return keep
+
+    def add_entry(self, name: str, entry: dict) -> None:
+        """Add a forward/backward record, keeping only the inputs or outputs when data_mode asks for one side."""
+        f = self.filter
+        if not f.inputs:
+            for key, empty in (("input_args", []), ("input_kwargs", {}), ("input", [])):
+                if key in entry:
+                    entry[key] = empty
+        if not f.outputs and "output" in entry:
+            entry["output"] = []
+        self.record.add_entry(name, entry)
 
     def skip_data(self, name: str) -> None:
         self._data_names[name] = False

@@ -1,6 +1,6 @@
 """Python/torch values -> dump.json items (REFERENCE.md s1), with statistics taken through the session's buffer."""
 import zlib
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -11,18 +11,30 @@ __all__ = ["ItemMaker"]
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_DTYPE_NAMES: dict = {}
+
+
 def _local(t: torch.Tensor) -> torch.Tensor:
     # DTensor: summarise the local shard, as the reference does
-    to_local = getattr(t, "to_local", None)
-    if to_local is not None and type(t).__name__ == "DTensor":
-        return to_local()
+    if type(t) not in _PLAIN and type(t).__name__ == "DTensor":
+        return t.to_local()
     return t
+
+
+def _dtype_name(dt: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = _DTYPE_NAMES[dt] = str(dt)
+    return name
 
 
 class ItemMaker:
     """Builds items; `on_tensor(item, tensor, key)` lets the session attach stats/checksums/files."""
 
-    def __init__(self, task: str, summary_mode: str, on_stats: Callable, on_save: Optional[Callable]) -> None:
+    def __init__(self, task: str, summary_mode: str, on_stats: Callable, on_save: Optional[Callable],
+                 tensor_list: Sequence[str] = ()) -> None:
+        self.tensor_list = tuple(tensor_list)   # substrings of names whose tensors are also saved
         self.structure = task == "structure"
         self.tensor_task = task == "tensor"
         self.summary_mode = summary_mode
@@ -31,7 +43,7 @@ class ItemMaker:
 
     def tensor_item(self, t: torch.Tensor, key: str, save: bool = False) -> dict:
         t = _local(t)
-        item = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape)}
+        item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
         data = is_summarisable(t)
         if self.summary_mode == "xor" and not self.structure:
             item["md5"] = tensor_xor(t) if data else None
@@ -45,7 +57,8 @@ class ItemMaker:
         self.on_stats(item, t)
         if self.summary_mode == "md5":
             item["md5"] = tensor_checksum(t)
-        if (self.tensor_task or save) and self.on_save is not None:
+        if self.on_save is not None and (self.tensor_task or save or
+                                         (self.tensor_list and any(p in key for p in self.tensor_list))):
             self.on_save(item, t, key)
         return item
 

@@ -54,8 +54,8 @@ def build(model_name: str):
         model = ConvNet()
         data = [(torch.randn(2, 3, 8, 8), torch.randint(0, 10, (2,))) for _ in range(4)]
         loss_fn = F.cross_entropy
-    elif model_name == "gpt":
-        model = GPT(dropout=0.0)
+    elif model_name in ("gpt", "gpt_dropout"):
+        model = GPT(dropout=0.0 if model_name == "gpt" else 0.1)   # dropout: the collector must not use the RNG
         data = [make_batch(i, 2, 16, 64) for i in range(4)]
 
         def loss_fn(logits, y):

@@ -18,7 +18,7 @@ from tbprobe.errors import TbprobeError
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.mark.parametrize("model, level, mode", [("gpt", "mix", "statistics"), ("conv", "L0", "statistics"),
+@pytest.mark.parametrize("model, level, mode", [("gpt_dropout", "mix", "statistics"), ("conv", "L0", "statistics"),
                                                 ("mlp", "L1", "md5")])
 def test_losses_and_weights_bitwise_identical(tmp_path, model, level, mode):
     torch.manual_seed(7)

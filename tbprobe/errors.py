@@ -17,3 +17,7 @@ class FormatError(TbprobeError):
         self.line = line
         where = f"{self.path}:{line}" if line is not None else self.path
         super().__init__(f"{where}: {problem}")
+
+    def __reduce__(self):
+        # Worker processes send errors back by pickling; the default would call __init__ with the message only.
+        return (FormatError, (self.path, self.problem, self.line))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ApiClient, ApiError, baseFromModuleUrl, buildPath } from "../src/api/client";
+import { ApiClient, ApiError, baseFromModuleUrl, buildPath, decodeCompact } from "../src/api/client";
 
 describe("api client URLs", () => {
   it("are relative and escape every value", () => {
@@ -93,5 +93,61 @@ describe("api client URLs", () => {
     release(new Response(JSON.stringify({ runs: [] })));
     await p;
     expect(api.inflight).toBe(0);
+  });
+});
+
+describe("decodeCompact", () => {
+  it("rebuilds the object form, defaults for the fields left out", () => {
+    const out = decodeCompact({ name: ["a", "b"], type: [0, 1], n_children: [3, 0], order: [7, 8] });
+    expect(out).toEqual([
+      { name: "a", type: 0, n_children: 3, precision: null, overflow: null, subtree_precision: null,
+        subtree_overflow: null, matched: true, micro_step: 0, order: 7 },
+      { name: "b", type: 1, n_children: 0, precision: null, overflow: null, subtree_precision: null,
+        subtree_overflow: null, matched: true, micro_step: 0, order: 8 },
+    ]);
+  });
+  it("decodes levels, flags, nulls and manual positions", () => {
+    const [a, b] = decodeCompact({ name: ["a", "b"], type: [0, 1], n_children: [3, 0], order: [7, 8],
+      precision: [0.5, null], subtree_precision: [1, null], overflow: [0, 3], subtree_overflow: [2, 3],
+      matched: [1, 0], micro_step: [0, 2], manual: [1] });
+    expect([a.precision, a.overflow, a.subtree_overflow, a.matched, a.manual]).toEqual([0.5, null, "high", true, undefined]);
+    expect([b.precision, b.overflow, b.subtree_precision, b.matched, b.micro_step, b.manual])
+      .toEqual([null, "critical", null, false, 2, true]);
+  });
+  it("childrenCompact asks for compact=1 and returns summaries", async () => {
+    const seen: string[] = [];
+    const api = new ApiClient("http://h/p/", async (url: string) => {
+      seen.push(url);
+      return new Response(JSON.stringify({ node: "r", total: 5, offset: 2,
+        compact: { name: ["x"], type: [1], n_children: [0], order: [4] } }));
+    });
+    const r = await api.childrenCompact({ run: ".", file: "f", step: 0, rank: 0, side: "NPU" }, "r", -1, 2, 1);
+    expect(seen[0]).toContain("compact=1");
+    expect(r.total).toBe(5);
+    expect(r.children[0].name).toBe("x");
+    expect(r.children[0].matched).toBe(true);
+  });
+});
+
+describe("partial answers", () => {
+  it("are used once and not cached, complete ones are cached", async () => {
+    let calls = 0;
+    const api = new ApiClient("http://h/p/", async () => {
+      calls++;
+      const partial = calls < 3;
+      return new Response(JSON.stringify({ name: "DefaultModel", type: 0, n_children: 1, precision: null,
+        overflow: null, subtree_precision: partial ? null : 0.5, subtree_overflow: null, matched: true,
+        micro_step: 0, order: 0, ...(partial ? { partial: true } : {}) }));
+    });
+    const k = { run: ".", file: "f", step: 0, rank: 0, side: "NPU" as const };
+    expect((await api.root(k)).partial).toBe(true);
+    await new Promise((r) => setTimeout(r, 0));
+    expect((await api.root(k)).partial).toBe(true);
+    await new Promise((r) => setTimeout(r, 0));
+    const done = await api.root(k);
+    expect(done.partial).toBeUndefined();
+    expect(done.subtree_precision).toBe(0.5);
+    await api.root(k);
+    expect(calls).toBe(3);
   });
 });

@@ -208,7 +208,8 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
     def _children(self, r):
         offset, limit = _paging(r.args, 5000)
         return self.data.children(*_graph_args(r.args), rp.side(r.args), rp.text(r.args, "node"),
-                                  rp.integer(r.args, "micro_step", -1, -1), offset, limit)
+                                  rp.integer(r.args, "micro_step", -1, -1), offset, limit,
+                                  rp.flag(r.args, "compact"))
 
     def _node(self, r):
         return self.data.node(*_graph_args(r.args), rp.side(r.args), rp.text(r.args, "node"))

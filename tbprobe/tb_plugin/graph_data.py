@@ -12,6 +12,7 @@ import numpy as np
 
 from tbprobe.tb_plugin import catalog
 from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.compact_summaries import compact_from_dicts, compact_summaries
 from tbprobe.tb_plugin.compare_table import BASE_COLUMNS, build_rows, sort_key_number, to_csv
 from tbprobe.tb_plugin.findings import first_divergence, first_overflow, stored_finding
 from tbprobe.tb_plugin.graph_files import GraphFiles
@@ -22,7 +23,7 @@ from tbprobe.tb_plugin.graph_index import (
     precision_class,
     precision_classes,
 )
-from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, row_metrics
+from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, DbGraphFile, row_metrics
 from tbprobe.tb_plugin.manual_match import Overlay
 from tbprobe.tb_plugin.node_detail import detail, split_params
 from tbprobe.tb_plugin.side_files import SideFiles, matches_name
@@ -31,6 +32,9 @@ from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 __all__ = ["GraphData", "PRECISION_CLASSES"]
 
 _PAGE_PARSE_LIMIT = 500
+# How long the first view waits for a graph's index before answering lightly from SQLite: long enough for a
+# small graph's index or a cached one to be ready (the answers are then complete), short beside a big build.
+_FIRST_VIEW_WAIT_S = 0.15
 
 
 class GraphData:
@@ -167,16 +171,47 @@ class GraphData:
             meta["legend_edited"] = True
         return meta
 
+    def _light_file(self, run, file, step, rank, side) -> Optional[DbGraphFile]:
+        """The database when the first view of this graph should be answered lightly from SQLite (light_graph.py):
+        its index is not ready after a short wait, the light answers are exact for it and no side-file edit
+        applies; else None (answer from the index, waiting for it)."""
+        _, gf = self.open(run, file)
+        if not isinstance(gf, DbGraphFile):
+            return None
+        self._check_graph(gf, step, rank, side)
+        if gf.index_if_ready(step, rank, side, _FIRST_VIEW_WAIT_S) is not None:
+            return None
+        if gf.meta()["graph_type"] == "compare":
+            sf = self.side_files(run, file)
+            if sf.matches(step, rank) or sf.unmatched(step, rank):
+                return None
+        return gf if gf.light_eligible(step, rank, side) else None
+
     def root(self, run, file, step, rank, side) -> dict:
+        light = self._light_file(run, file, step, rank, side)
+        if light is not None:
+            return dict(light.light_root(step, rank, side), partial=True)
         gf, idx = self.graph(run, file, step, rank, side)
         return idx.summary(idx.root, self._overlay_fields(run, file, gf, step, rank, side))
 
-    def children(self, run, file, step, rank, side, node, micro_step, offset, limit) -> dict:
+    def children(self, run, file, step, rank, side, node, micro_step, offset, limit, compact=False) -> dict:
+        light = self._light_file(run, file, step, rank, side)
+        if light is not None:
+            kids = light.light_children(step, rank, side, node, micro_step)
+            page = kids[offset: offset + limit]
+            out = {"node": node, "total": len(kids), "offset": offset, "partial": True}
+            if compact:
+                out["compact"] = compact_from_dicts(page)
+            else:
+                out["children"] = page
+            return out
         gf, idx = self.graph(run, file, step, rank, side)
         i = idx.find(node)
         kids = idx.children(i, micro_step)
         over = self._overlay_fields(run, file, gf, step, rank, side)
         page = kids[offset: offset + limit]
+        if compact:
+            return {"node": node, "total": len(kids), "offset": offset, "compact": compact_summaries(idx, page, over)}
         return {"node": node, "total": len(kids), "offset": offset,
                 "children": [idx.summary(c, over) for c in page]}
 

@@ -7,12 +7,14 @@ edited or replaced file is read afresh and an unchanged one is never re-read.
 """
 import json
 import math
+import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from tbprobe.tb_plugin import index_cache
+from tbprobe.tb_plugin import index_cache, light_graph
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import GraphIndex
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
@@ -70,6 +72,47 @@ def row_metrics(*sources) -> Dict[str, float]:
     return out
 
 
+_SCAN_CHUNK = 4096
+# A file this big, without a cached index, has its index built only once its first view has been answered (no
+# light answer for _QUIET_S): on a busy machine the build's full read made those answers several times slower.
+_BIG_FILE = 32 * 2 ** 20
+_QUIET_S = 0.3
+_MAX_DEFER_S = 5.0
+
+
+class _Foreground:
+    """Counts light first-view answers in progress. A background index build holds the GIL for most of its work
+    and, on a busy machine, made the very answers meant to spare the user its wait several times slower: between
+    chunks of its scan it waits (at most a second at a time) while any is in progress."""
+
+    def __init__(self):
+        self._busy = 0
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        with self._lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+                self._last = time.monotonic()
+
+    def quiet_for(self, seconds: float) -> bool:
+        return not self._busy and time.monotonic() - self._last >= seconds
+
+    def wait_idle(self, limit_s: float = 1.0) -> None:
+        deadline = time.monotonic() + limit_s
+        while self._busy and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+
+_FOREGROUND = _Foreground()
+
+
 class DbGraphFile:
     """One ``.vis.db`` file."""
 
@@ -84,6 +127,7 @@ class DbGraphFile:
         self._index_lock = threading.Lock()
         self._building: Dict[tuple, threading.Lock] = {}
         self._indexes: Dict[tuple, GraphIndex] = {}
+        self._build_done: Dict[tuple, Tuple[threading.Event, float, bool]] = {}
         with self._conn() as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"tb_nodes", "tb_config"} <= tables:
@@ -184,16 +228,72 @@ class DbGraphFile:
         index_cache.store(self.identity, (step, rank, side), built)
         return built
 
+    def index_if_ready(self, step: int, rank: int, side: str, wait_s: float) -> Optional[GraphIndex]:
+        """The index of a graph if it is built or gets built within ``wait_s``; its build is started in the
+        background either way (a small graph is ready at once, a big one answers its first view lightly)."""
+        key = (step, rank, side)
+        with self._index_lock:
+            found = self._indexes.get(key)
+            if found is not None:
+                return found
+            event, started, deferred = self._build_done.get(key, (None, 0.0, False))
+            start = event is None
+            if start:
+                deferred = self._defer_build(key)
+                event, started = threading.Event(), time.monotonic()
+                self._build_done[key] = (event, started, deferred)
+        if start:
+            def run():
+                try:
+                    if deferred:
+                        while not _FOREGROUND.quiet_for(_QUIET_S) and time.monotonic() - started < _MAX_DEFER_S:
+                            time.sleep(0.02)
+                    self.index(step, rank, side)
+                except Exception:  # noqa: BLE001 - the request that needs the index reports the problem
+                    pass
+                finally:
+                    event.set()
+            threading.Thread(target=run, name="graph_ascend-index", daemon=True).start()
+        # Counted from the start of the build: the second request of a first view does not wait again; a deferred
+        # build (big file) is not waited for at all.
+        if not deferred:
+            event.wait(max(0.0, started + wait_s - time.monotonic()))
+        with self._index_lock:
+            return self._indexes.get(key)
+
+    def _defer_build(self, key: tuple) -> bool:
+        try:
+            big = os.path.getsize(self.path) >= _BIG_FILE
+        except OSError:
+            return False
+        return big and not index_cache.exists(self.identity, key)
+
+    def light_eligible(self, step: int, rank: int, side: str) -> bool:
+        """Whether light_graph's first-view answers are exact for this graph (checked once, on indexes)."""
+        key = ("light", step, rank, side)
+        with self.derived_lock:
+            found = self.derived.get(key)
+        if found is None:
+            with self._conn() as conn:
+                found = light_graph.eligible(conn, step, rank, side)
+            with self.derived_lock:
+                self.derived[key] = found
+        return found
+
+    def light_root(self, step: int, rank: int, side: str) -> dict:
+        # Not counted as foreground work: one indexed row, and the page polls it until the index is ready.
+        with self._conn() as conn:
+            return light_graph.root_summary(conn, step, rank, side)
+
+    def light_children(self, step: int, rank: int, side: str, node: str, micro_step: int) -> List[dict]:
+        with _FOREGROUND.active(), self._conn() as conn:
+            return light_graph.child_summaries(conn, step, rank, side, node, micro_step)
+
     def prefetch(self, step: int, rank: int, sides) -> None:
-        """Build the indexes of a graph in the background (the page asks for them right after the meta)."""
-        def run(side):
-            try:
-                self.index(step, rank, side)
-            except Exception:  # noqa: BLE001 - the request that needs it will report the problem
-                return
-        # One thread per side: SQLite reads without the GIL, so the two scans overlap.
+        """Build the indexes of a graph in the background (the page asks for them right after the meta). One
+        thread per side: SQLite reads without the GIL, so the two scans overlap."""
         for side in sides:
-            threading.Thread(target=run, args=(side,), name="graph_ascend-prefetch", daemon=True).start()
+            self.index_if_ready(step, rank, side, 0.0)
 
     def _scan_index(self, step: int, rank: int, side: str) -> GraphIndex:
         ext = "tbprobe_node_ext" in self.tables
@@ -208,7 +308,14 @@ class DbGraphFile:
         )
         with self._conn() as conn:
             conn.execute("PRAGMA mmap_size = 1073741824")  # fewer copies for a full scan of a big file
-            rows = conn.execute(sql, (step, rank, side)).fetchall()
+            cursor = conn.execute(sql, (step, rank, side))
+            rows: list = []
+            while True:  # in chunks, stepping aside while a first view is being answered (see _Foreground)
+                chunk = cursor.fetchmany(_SCAN_CHUNK)
+                if not chunk:
+                    break
+                rows.extend(chunk)
+                _FOREGROUND.wait_idle()
         if not rows:
             raise ApiError(404, f"no graph for step {step}, rank {rank}, side {side} in this file")
         return GraphIndex(rows, compare=self._meta["graph_type"] == "compare")

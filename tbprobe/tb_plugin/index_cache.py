@@ -12,7 +12,7 @@ import pickle
 import tempfile
 from typing import Optional
 
-__all__ = ["load", "store", "cache_dir"]
+__all__ = ["load", "store", "exists", "cache_dir"]
 
 _VERSION = 1
 _MAX_FILES = 64
@@ -39,6 +39,11 @@ def _key_path(identity: tuple, graph: tuple) -> Optional[str]:
         return None
     digest = hashlib.sha256(repr((_VERSION, identity, graph)).encode("utf-8")).hexdigest()[:40]
     return os.path.join(folder, digest + ".pickle")
+
+
+def exists(identity: tuple, graph: tuple) -> bool:
+    path = _key_path(identity, graph)
+    return path is not None and os.path.isfile(path)
 
 
 def load(identity: tuple, graph: tuple):

@@ -72,3 +72,22 @@ def test_debugger_raises_at_construction(tmp_path):
     # explicit arguments override the file
     d = PrecisionDebugger(dump_path=str(tmp_path / "d"), level="L0", task="structure", step=[0])
     assert d.config.level == "L0" and d.config.task == "structure" and d.config.steps == (0,)
+
+
+def test_config_check_command(tmp_path):
+    import subprocess
+    import sys
+
+    good = os.path.join(FIXTURES, "inputs", "npu_stat_config.json")
+    ok = subprocess.run([sys.executable, "-m", "tbprobe", "config", "check", good], capture_output=True, text=True)
+    assert ok.returncode == 0 and "ok (task statistics, level mix" in ok.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"task": "statistics", "statistics": {"summary_mode": "sha256"}}))
+    out = subprocess.run([sys.executable, "-m", "tbprobe", "config", "check", str(bad)], capture_output=True,
+                         text=True)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "summary_mode" in out.stderr
+    # the command does not need torch
+    probe = subprocess.run([sys.executable, "-c", "import sys, tbprobe.collector.cli, tbprobe.collector.config; "
+                            "print('torch' in sys.modules)"], capture_output=True, text=True)
+    assert probe.stdout.strip() == "False"

@@ -100,3 +100,21 @@ def test_extra_keys_are_ignored_by_msprobe(tmp_path):
     (out,) = con.execute("SELECT output_data FROM tb_nodes WHERE node_name='Module.fc1.Linear.forward.0'").fetchone()
     con.close()
     assert "Max" in out
+
+
+def test_msprobe_compare_accepts_tbprobe_dump(tmp_path):
+    """`msprobe compare` (the statistics table) of tbprobe's dump against msprobe's dump of the same model."""
+    import csv
+
+    need_peers()
+    ms = msprobe_dump(tmp_path, "gpt", "mix")
+    tb = tbprobe_dump(tmp_path, "gpt", "mix")
+    out = str(tmp_path / "cmp")
+    proc = subprocess.run([PEER_MSPROBE, "compare", "-tp", os.path.join(tb, "step0"), "-gp", os.path.join(ms, "step0"),
+                           "-o", out], capture_output=True, text=True, timeout=600)
+    (table,) = glob.glob(os.path.join(out, "*.csv"))
+    assert proc.returncode == 0
+    with open(table) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) > 300
+    assert {r["Result"] for r in rows} == {"pass"}

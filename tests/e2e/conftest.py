@@ -38,10 +38,10 @@ def tensorboard(e2e_logdir, tmp_path_factory):
         yield tb
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    # Module scope: Playwright's sync API allows one running instance per process, and other e2e modules
-    # (the monitor's) start their own after this one has stopped.
+    """The one Chromium of the whole e2e session. Playwright's sync API allows one running instance per process:
+    every e2e module takes this fixture instead of starting its own, so no test depends on the order of modules."""
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian Chromium missing: run `make system` (apt-get install chromium)")
     from playwright.sync_api import sync_playwright

@@ -176,3 +176,18 @@ def test_chinese_screenshots(plugin, e2e_logdir):
         p.testid(f"view-tab-{tab}").click()
         p.wait_ready()
         p.shot(f"{tab}_zh")
+
+
+def test_monitor_view_is_mounted_again_in_the_new_language(plugin, e2e_logdir):
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    p.testid("view-tab-monitor").click()
+    p.frame.wait_for_selector("[data-testid=monitor-toolbar]")
+    english = p.testid("monitor-toolbar").inner_text()
+    assert english and not any("\u4e00" <= ch <= "\u9fff" for ch in english)
+    p.testid("lang-select").select_option("zh")
+    # The page rebuilds itself in the new language and keeps the Monitor tab open.
+    p.frame.wait_for_function(
+        "() => { const t = document.querySelectorAll('[data-testid=monitor-toolbar]');"
+        " return t.length === 1 && /[\\u4e00-\\u9fff]/.test(t[0].innerText); }", timeout=30000)
+    assert p.testid("monitor-root").count() == 1
+    p.shot("monitor_zh")

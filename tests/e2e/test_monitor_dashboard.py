@@ -18,8 +18,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 STATIC = os.path.join(ROOT, "tbprobe", "tb_plugin", "static", "index.js")
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
-CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
 
 pytestmark = pytest.mark.e2e
 
@@ -99,15 +97,15 @@ def _painted(frame, testid) -> int:
     )
 
 
-def test_monitor_dashboard_heatmap_series_and_anomaly_jump(server):
+def test_monitor_dashboard_heatmap_series_and_anomaly_jump(server, browser):
     if not os.path.exists(STATIC) or b"monitor-heatmap" not in open(STATIC, "rb").read():
         pytest.skip("the frontend bundle does not contain the monitor view yet: run `make frontend`")
-    from playwright.sync_api import sync_playwright
 
     os.makedirs(ARTIFACTS, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # The session's one browser (tests/e2e/conftest.py): a second sync Playwright in this process would fail.
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(f"{server}/#graph_ascend", wait_until="domcontentloaded")
@@ -157,4 +155,5 @@ def test_monitor_dashboard_heatmap_series_and_anomaly_jump(server):
                                 timeout=30000)
         page.screenshot(path=os.path.join(ARTIFACTS, "monitor_dashboard_filtered.png"), full_page=True)
         assert not errors, errors
-        browser.close()
+    finally:
+        context.close()

@@ -19,6 +19,8 @@ export interface NodeSummary {
   order: number;
   /** only in the "changed" list of a manual match */
   side?: Side;
+  /** set on a root answered before the server's index of the graph was ready (no subtree roll-ups yet) */
+  partial?: boolean;
 }
 
 export interface RunFile {
@@ -60,6 +62,34 @@ export interface ChildrenResponse {
   total: number;
   offset: number;
   children: NodeSummary[];
+  /** answered before the server's index was ready: subtree roll-ups are null; ask again later */
+  partial?: boolean;
+}
+
+/** `/api/children?compact=1`: one array per field; a field left out has its default for every child. */
+export interface CompactChildren {
+  name: string[];
+  type: number[];
+  n_children: number[];
+  order: number[];
+  precision?: (number | null)[];
+  subtree_precision?: (number | null)[];
+  /** 0 none, 1 medium, 2 high, 3 critical */
+  overflow?: number[];
+  subtree_overflow?: number[];
+  /** 0 or 1 */
+  matched?: number[];
+  micro_step?: number[];
+  /** positions of the children a side-file edit changed */
+  manual?: number[];
+}
+
+export interface CompactChildrenResponse {
+  node: string;
+  total: number;
+  offset: number;
+  compact: CompactChildren;
+  partial?: boolean;
 }
 
 export interface Param {

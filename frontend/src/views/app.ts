@@ -94,6 +94,9 @@ export class App {
     this.langSelect.addEventListener("change", () => {
       this.store.set({ lang: this.langSelect.value as "en" | "zh" });
       this.flushUrl();
+      // The monitor view takes the language when it is mounted: drop it so it is mounted again, in the new one.
+      clear(this.monitorBox);
+      this.monitorMounted = false;
       // Every label is built in the chosen language: rebuild the page in place, keeping the view.
       this.rebuild();
     });
@@ -207,7 +210,7 @@ export class App {
     const s = this.store.state;
     for (const side of sides) {
       const key: SideKey = { run, file, step: s.step, rank: s.rank, side };
-      this.api.root(key).then((r) => this.api.children(key, r.name, s.microStep, 0, FIRST_PAGE)).catch(() => undefined);
+      this.api.root(key).then((r) => this.api.childrenCompact(key, r.name, s.microStep, 0, FIRST_PAGE)).catch(() => undefined);
     }
   }
 
@@ -216,7 +219,9 @@ export class App {
     performance.mark?.("tbprobe:start");
     try {
       const s0 = this.store.state;
-      if (s0.run && s0.file) this.prefetch(s0.run, s0.file, ["NPU"]);
+      // Both sides at once: most files opened from a link are compare files (a build file's Bench read is a
+      // cheap 404, ignored), and the second side no longer waits for the file list.
+      if (s0.run && s0.file) this.prefetch(s0.run, s0.file, ["NPU", "Bench"]);
       const runs = await this.api.runs();
       performance.mark?.("tbprobe:runs");
       this.setFiles(runs);

@@ -2,7 +2,7 @@
 // minimap, and the mouse and keyboard. It loads children on demand from /api/children (only the children of the
 // node being expanded) and never re-lays-out on pan or zoom.
 import type { ApiClient, SideKey } from "../api/client";
-import type { NodeSummary, Side } from "../api/types";
+import type { ChildrenResponse, NodeSummary, Side } from "../api/types";
 import type { LayoutEngine } from "../layout/engine";
 import {
   absPos, collapse, expand, hitTest, isShown, LEAF_H, LEAF_W, layoutContent, makeNode, setChildren, shownNodes,
@@ -46,6 +46,9 @@ function placeholder(order: number): NodeSummary {
   return { name: "", type: 1, n_children: 0, precision: null, overflow: null, subtree_precision: null,
     subtree_overflow: null, matched: true, micro_step: 0, order };
 }
+
+/** Quiet time after the last layout change before the minimap is rebuilt. */
+const MINIMAP_DELAY_MS = 120;
 
 /** Safety cap for expand-to-depth: more expansions than this are left for the user to ask for. */
 const MAX_AUTO_EXPAND = 3000;
@@ -96,6 +99,7 @@ export class GraphPane {
     this.byName.clear();
     this.pending.clear();
     if (this.cameraTimer) clearTimeout(this.cameraTimer);
+    if (this.minimapTimer) clearTimeout(this.minimapTimer);
   }
 
   private resize(): void {
@@ -143,7 +147,54 @@ export class GraphPane {
     const root = makeNode(summary, null, 0);
     this.root = root;
     this.byName.set(root.name, root);
+    if (summary.partial) void this.completeLater();
     await this.expandNode(root, false);
+  }
+
+  private completing = false;
+
+  /**
+   * The server answered the first view before its index of the graph was ready (a big file opened for the first
+   * time): the summaries lack the subtree roll-ups. Ask again, a little later each time, until the answers are
+   * complete, then replace the summaries of everything loaded. The page is not `ready` until then.
+   */
+  private async completeLater(): Promise<void> {
+    if (this.completing) return;
+    this.completing = true;
+    const gen = this.generation;
+    this.host.onBusy(1);
+    try {
+      for (let tries = 0; tries < 120 && gen === this.generation; tries++) {
+        await new Promise((r) => setTimeout(r, Math.min(400, 100 + 50 * tries)));
+        if (gen !== this.generation) return;
+        const key = this.host.key(this.side);
+        const root = await this.host.api.root(key);
+        if (root.partial) continue;
+        if (gen !== this.generation || !this.root) return;
+        if (this.root.name === root.name) this.root.summary = root;
+        for (const n of [...this.byName.values()]) {
+          if (!n.children) continue;
+          let offset = 0;
+          for (;;) {
+            const page = await this.host.api.childrenCompact(key, n.name, this.host.microStep(), offset, MAX_PAGE);
+            if (gen !== this.generation) return;
+            for (const s of page.children) {
+              const k = this.byName.get(s.name);
+              if (k) k.summary = s;
+            }
+            offset += page.children.length;
+            if (!page.children.length || offset >= page.total) break;
+          }
+        }
+        this.repaint();
+        return;
+      }
+    } catch (e) {
+      this.host.onError(e);
+    } finally {
+      this.completing = false;
+      this.host.onBusy(-1);
+    }
   }
 
   /**
@@ -157,7 +208,14 @@ export class GraphPane {
     const ms = this.host.microStep();
     this.host.onBusy(1);
     try {
-      const first = await this.host.api.children(key, n.name, ms, 0, FIRST_PAGE);
+      const api = this.host.api;
+      const firstReq = api.childrenCompact(key, n.name, ms, 0, FIRST_PAGE);
+      // A long list: the rest is asked for at once, beside the first page, not after it (one round trip less).
+      const restReq = n.summary.n_children > FIRST_PAGE ? api.childrenCompact(key, n.name, ms, FIRST_PAGE, MAX_PAGE)
+        : null;
+      restReq?.catch(() => undefined); // reported by loadRest when it is awaited
+      const first = await firstReq;
+      if (first.partial) void this.completeLater();
       performance.mark?.(`tbprobe:children-${this.side}`);
       if (gen !== this.generation || n.children) return undefined;
       const total = Math.max(first.total, first.children.length);
@@ -167,21 +225,26 @@ export class GraphPane {
       performance.mark?.(`tbprobe:grid-${this.side}`);
       if (gen !== this.generation || n.children) return undefined;
       for (const k of setChildren(n, summaries, grid.xy)) if (k.name) this.byName.set(k.name, k);
-      if (first.children.length < total) this.pending.set(n, this.loadRest(n, first.children.length, gen));
+      if (first.children.length < total) {
+        const early = first.children.length === FIRST_PAGE ? restReq : null;
+        this.pending.set(n, this.loadRest(n, first.children.length, gen, early));
+      }
       return { w: grid.w, h: grid.h };
     } finally {
       this.host.onBusy(-1);
     }
   }
 
-  private async loadRest(n: LayoutNode, from: number, gen: number): Promise<void> {
+  private async loadRest(n: LayoutNode, from: number, gen: number,
+    early: Promise<ChildrenResponse> | null = null): Promise<void> {
     const key = this.host.key(this.side);
     this.host.onBusy(1);
     try {
       let offset = from;
       const kids = n.children!;
       while (offset < kids.length && gen === this.generation) {
-        const page = await this.host.api.children(key, n.name, this.host.microStep(), offset, MAX_PAGE);
+        const page = await (offset === from && early ? early
+          : this.host.api.childrenCompact(key, n.name, this.host.microStep(), offset, MAX_PAGE));
         if (gen !== this.generation || !page.children.length) break;
         page.children.forEach((s, i) => {
           const k = kids[offset + i];
@@ -294,9 +357,31 @@ export class GraphPane {
     this.layoutChanged();
   }
 
+  /** Expanded nodes of the drawn tree, in pre-order; only expanded nodes are descended into. */
   expandedNames(): string[] {
-    if (!this.root) return [];
-    return shownNodes(this.root).filter((n) => n.expanded).map((n) => n.name);
+    const out: string[] = [];
+    const root = this.root;
+    if (!root || !root.expanded) return out;
+    const stack = [root];
+    while (stack.length) {
+      const n = stack.pop()!;
+      out.push(n.name);
+      const ch = n.children;
+      if (!ch) continue;
+      for (let i = ch.length - 1; i >= 0; i--) if (ch[i].expanded) stack.push(ch[i]);
+    }
+    return out;
+  }
+
+  /** Start loading a node's children into the client's cache (a likely next expand); draws nothing. */
+  prefetchChildren(n: LayoutNode): void {
+    if (n.children || n.summary.n_children === 0) return;
+    const key = this.host.key(this.side);
+    const ms = this.host.microStep();
+    this.host.api.childrenCompact(key, n.name, ms, 0, FIRST_PAGE).catch(() => undefined);
+    if (n.summary.n_children > FIRST_PAGE) {
+      this.host.api.childrenCompact(key, n.name, ms, FIRST_PAGE, MAX_PAGE).catch(() => undefined);
+    }
   }
 
   shownNames(): string[] {
@@ -425,12 +510,28 @@ export class GraphPane {
     if (this.draws++ === 0) performance.mark?.(`tbprobe:first-draw-${this.side}`);
     if (this.minimapDirty) {
       this.minimapDirty = false;
-      const root = this.root;
-      void this.minimap.rebuild(root, colouring.fill, theme, this.host.engine)
-        .then(() => this.minimap.drawViewport(this.camera, this.width, this.height, theme));
+      this.scheduleMinimap();
     }
     this.minimap.drawViewport(this.camera, w, h, theme);
     this.lastDrawMs = performance.now() - t0;
+  }
+
+  private minimapTimer: ReturnType<typeof setTimeout> | null = null;
+
+  /**
+   * Rebuild the minimap once the tree has settled, not in the frame that draws an expand: walking a 20k-children
+   * list for the minimap cost more than drawing the view, and a long list changes again when its rest arrives.
+   */
+  private scheduleMinimap(): void {
+    if (this.minimapTimer) clearTimeout(this.minimapTimer);
+    this.minimapTimer = setTimeout(() => {
+      this.minimapTimer = null;
+      const root = this.root;
+      if (!root) return;
+      const theme = this.host.theme();
+      void this.minimap.rebuild(root, this.host.colouring(this.side).fill, theme, this.host.engine)
+        .then(() => this.minimap.drawViewport(this.camera, this.width, this.height, theme));
+    }, MINIMAP_DELAY_MS);
   }
 
   /** The node under a mouse event, or null (a box still waiting for its summary is not clickable yet). */

@@ -147,7 +147,7 @@ export class GraphView {
         this.metricScaleValue = null;
         return;
       }
-      const resp = await this.ctx.api.allFiltered(this.ctx.sideKey("NPU"));
+      const resp = await this.ctx.api.allFiltered(this.ctx.sideKey("NPU"), { metric });
       const values = new Map<string, number>();
       for (const it of resp.items) {
         const v = it.metrics?.[metric];
@@ -223,6 +223,12 @@ export class GraphView {
   private async syncToggle(side: Side, n: LayoutNode, expanded: boolean): Promise<void> {
     const other = this.panes.get(side === "NPU" ? "Bench" : "NPU");
     if (!other || !n.summary.matched) return;
+    // Counterparts usually share the name: ask for its children now, beside the details request that names the
+    // real counterpart (the answers are cached by URL, so a wrong guess costs one request and nothing else).
+    if (expanded) {
+      const guess = other.byName.get(n.name);
+      if (guess) other.prefetchChildren(guess);
+    }
     try {
       const d = await this.ctx.api.node(this.ctx.sideKey(side), n.name);
       const link = d.matched_node_link ?? [];

@@ -12,6 +12,8 @@ from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ModuleHooks"]
 
+_NoTorchFunction = torch._C.DisableTorchFunction
+
 
 class _Call:
     __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs")
@@ -98,6 +100,8 @@ class ModuleHooks:
                     return None
                 s.scope_depth += 1
             s.busy += 1
+            guard = _NoTorchFunction()   # at mix, keep tbprobe's own kernels out of the operator mode
+            guard.__enter__()
             try:
                 idx = s.counters.next(base)
                 name = f"{base}.forward.{idx}"
@@ -122,6 +126,7 @@ class ModuleHooks:
             except Exception as exc:
                 s.guard.report("module forward pre-hook", exc)
             finally:
+                guard.__exit__(None, None, None)
                 s.busy -= 1
             return None
 
@@ -142,6 +147,8 @@ class ModuleHooks:
             if s.busy:
                 return None
             s.busy += 1
+            guard = _NoTorchFunction()
+            guard.__enter__()
             try:
                 name = call.name
                 s.record.add_construct(name, call.parent)
@@ -159,6 +166,7 @@ class ModuleHooks:
             except Exception as exc:
                 s.guard.report("module forward hook", exc)
             finally:
+                guard.__exit__(None, None, None)
                 s.busy -= 1
             return None
 

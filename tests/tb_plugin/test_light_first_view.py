@@ -1,0 +1,105 @@
+"""The first view of a graph whose index is not built yet: root and children straight from SQLite's indexes,
+marked partial (no subtree roll-ups), equal to the index's answers otherwise; complete once the index is ready."""
+import sqlite3
+
+import pytest
+
+from tbprobe.tb_plugin import light_graph
+from tbprobe.tb_plugin.graph_store import DbGraphFile
+from tests.tb_plugin.conftest import db_file, fixture_dbs
+from tests.tb_plugin.test_compact_children import expand_compact
+
+ROLLUPS = ("subtree_precision", "subtree_overflow")
+
+
+def without_rollups(items):
+    return [{k: v for k, v in s.items() if k not in ROLLUPS + ("partial",)} for s in items]
+
+
+@pytest.fixture
+def index_never_ready(monkeypatch):
+    """As if the graph's index were still being built (a big file's first open)."""
+    monkeypatch.setattr(DbGraphFile, "index_if_ready", lambda self, step, rank, side, wait_s: None)
+
+
+@pytest.mark.parametrize("case,file", [c for c in fixture_dbs() if c[0] in ("cmp_stat", "build", "cmp_dist")])
+def test_light_answers_equal_the_index_answers_but_for_rollups(api, logdir, case, file, monkeypatch):
+    run, file = db_file(logdir, case)
+    _, meta = api.get("/api/meta", run=run, file=file)
+    q = dict(run=run, file=file, step=meta["steps"][0], rank=meta["ranks"][0])
+    full = {}
+    for side in meta["sides"]:
+        _, root = api.get("/api/root", side=side, **q)
+        todo = [root["name"]]
+        while todo:
+            node = todo.pop()
+            _, block = api.get("/api/children", side=side, node=node, **q)
+            full[side, node] = block
+            todo += [c["name"] for c in block["children"] if c["n_children"]]
+        full[side, None] = root
+    monkeypatch.setattr(DbGraphFile, "index_if_ready", lambda self, step, rank, side, wait_s: None)
+    for (side, node), block in full.items():
+        if node is None:
+            status, light_root = api.get("/api/root", side=side, **q)
+            assert status == 200 and light_root["partial"] is True
+            assert light_root["subtree_precision"] is None and light_root["subtree_overflow"] is None
+            assert without_rollups([light_root]) == without_rollups([block])
+            continue
+        _, light = api.get("/api/children", side=side, node=node, **q)
+        assert light["partial"] is True and light["total"] == block["total"]
+        assert all(c["subtree_precision"] is None and c["subtree_overflow"] is None for c in light["children"])
+        assert without_rollups(light["children"]) == without_rollups(block["children"])
+        _, compact = api.get("/api/children", side=side, node=node, compact=1, **q)
+        assert compact["partial"] is True
+        assert without_rollups(expand_compact(compact)) == without_rollups(block["children"])
+
+
+def test_light_view_reads_no_data_columns_and_uses_indexes(logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    conn = sqlite3.connect(f"file:{logdir / run / file}?mode=ro", uri=True)
+    try:
+        read_columns = set()
+
+        def authorizer(action, table, column, *_):
+            if action == sqlite3.SQLITE_READ and table == "tb_nodes":
+                read_columns.add(column)
+            return sqlite3.SQLITE_OK
+
+        conn.set_authorizer(authorizer)
+        assert light_graph.eligible(conn, 0, 0, "NPU")
+        root = light_graph.root_summary(conn, 0, 0, "NPU")
+        kids = light_graph.child_summaries(conn, 0, 0, "NPU", root["name"])
+        conn.set_authorizer(None)
+        assert kids and root["n_children"] == len(kids)
+        assert not read_columns & {"input_data", "output_data", "stack_id", "parallel_merge_info"}
+        plans = [r[-1] for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT node_name FROM tb_nodes n WHERE n.step = 0 AND n.rank = 0"
+            " AND n.data_source = 'NPU' AND n.up_node = ? ORDER BY n.node_order", (root["name"],))]
+        assert any("USING INDEX" in p or "USING COVERING INDEX" in p for p in plans), plans
+    finally:
+        conn.close()
+
+
+def test_light_view_unknown_node_is_404_and_edits_force_the_index(api, logdir, index_never_ready):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU")
+    status, body = api.get("/api/children", node="no such node", **q)
+    assert status == 404 and "no such node" in body["error"]
+    _, root = api.get("/api/root", **q)
+    assert root["partial"] is True
+    # A side-file edit needs the index (it changes summaries): those graphs are never answered lightly.
+    status, _ = api.post("/api/unmatch", dict(run=run, file=file, step=0, rank=0,
+                                              debug="Module.layers.0.Block.forward.0", descendants=False))
+    assert status == 200
+    _, root = api.get("/api/root", **q)
+    assert "partial" not in root
+    _, kids = api.get("/api/children", node=root["name"], **q)
+    assert "partial" not in kids
+
+
+def test_index_if_ready_builds_in_the_background_and_waits_once(logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    gf = DbGraphFile(str(logdir / run / file))
+    idx = gf.index_if_ready(0, 0, "NPU", 30.0)  # a small graph: built within the wait
+    assert idx is not None and idx is gf.index(0, 0, "NPU")
+    assert gf.index_if_ready(0, 0, "NPU", 0.0) is idx

@@ -2,8 +2,9 @@
 "bench" run, each with the collector (level mix) and the training monitor on; then build the compare graph of
 the two runs. Everything lands under one folder that `tensorboard --logdir` serves:
 
-    demo_out/dumps/{debug,bench}/step*/rank0/    the collector's dumps (+ the live build graph, health scalars)
-    demo_out/monitor/{debug,bench}/rank0/        the monitor's event files (GRAPH_ASCEND -> Monitor, SCALARS)
+    demo_out/dumps/{debug,bench}/step*/proc<pid>/  the collector's dumps (rank<R>/ under torch.distributed)
+    demo_out/dumps/{debug,bench}_tb/               the collector's live build graph and health scalars
+    demo_out/monitor/{debug,bench}/rank0/          the monitor's event files (GRAPH_ASCEND -> Monitor, SCALARS)
     demo_out/compare/compare_<ts>.vis.db         the compare graph (GRAPH_ASCEND -> Graph / Compare / Overflow)
 
     python examples/demo.py --out demo_out
@@ -32,7 +33,8 @@ def train(name: str, out: str, steps: int, collect_steps: int, perturb: float) -
     model = GPT(dim=32)
     if perturb:
         with torch.no_grad():
-            model.blocks[-1].mlp.fc.weight.add_(perturb)
+            # One input column: a uniform shift of the whole weight would vanish behind the LayerNorm before it.
+            model.blocks[-1].mlp.fc.weight[:, 0].add_(perturb)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
 
     monitor_dir = os.path.join(out, "monitor", name)

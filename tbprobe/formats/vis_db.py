@@ -57,9 +57,12 @@ class VisDbWriter:
     """with VisDbWriter(out_path) as w: w.add_nodes(rows); w.add_stacks(rows); w.set_config(...)
 
     Everything goes into `<out>.tmp-<pid>` in one transaction of one connection; indexes are built at the end;
-    the file is switched to WAL and renamed to `out` when the block ends without an exception."""
+    the file is switched to WAL and renamed to `out` when the block ends without an exception.
+    `sync=False` (bulk writers whose output can be rebuilt from its inputs) skips the final fsync before the
+    rename: after a power loss the file may then be incomplete, never after a crash of the process."""
 
-    def __init__(self, out_path: PathLike):
+    def __init__(self, out_path: PathLike, sync: bool = True):
+        self.sync = sync
         self.path = Path(out_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
@@ -126,12 +129,13 @@ class VisDbWriter:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.close()
             self.conn = None
-            # Nothing was synced while filling: flush the finished file before it takes the real name.
-            fd = os.open(self.tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            if self.sync:
+                # Nothing was synced while filling: flush the finished file before it takes the real name.
+                fd = os.open(self.tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             os.replace(self.tmp, self.path)
         except BaseException:
             self.abort()

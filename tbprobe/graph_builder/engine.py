@@ -35,6 +35,7 @@ class Options:
     manual: Optional[Mapping[str, str]] = None
     tensor_workers: int = 1
     split: int = 1          # >1: one rank's row work is shared with a forked helper process
+    comm_stubs: bool = True  # hand back the communication nodes (only needed to link several ranks)
 
 
 @dataclass
@@ -280,12 +281,14 @@ def process_rank(debug_dir: RankDir, bench_dir: Optional[RankDir], opts: Options
     ext = ext_rows(debug)
     edges = edge_rows(debug)
     micro = debug.micro_steps
-    comm = {"NPU": _comm_stubs(debug)}
+    # a stand-in decodes its node's entry: skip them when there is no other rank to link with
+    comm = {"NPU": _comm_stubs(debug)} if opts.comm_stubs else {}
     if bench is not None:
         roll_up(bench)
         ext += ext_rows(bench)
         micro = max(micro, bench.micro_steps)
-        comm["Bench"] = _comm_stubs(bench)
+        if opts.comm_stubs:
+            comm["Bench"] = _comm_stubs(bench)
     sink.add_node_ext(ext)
     if edges:
         sink.add_edges(edges)

@@ -8,6 +8,8 @@ from typing import Dict, List, Optional, Tuple
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.graph_builder.overflow import LEVEL_RANK
 
+FINITE_IN_BAD_OUT = "critical"   # overflow_level's name for "inputs finite, an output inf/nan"
+
 __all__ = ["roll_up", "first_divergence", "first_overflow", "findings_rows", "trace_back"]
 
 
@@ -42,8 +44,12 @@ def first_divergence(graph: Graph) -> Optional[Node]:
 
 
 def first_overflow(graph: Graph) -> Optional[Node]:
+    """Earliest node in execution order (dump.json completion order, not the most severe level) whose inputs are
+    finite and an output is Inf/NaN. That is exactly the "critical" scene of overflow_level: "high" means inf/nan
+    on both sides or a finite output norm ratio > 100, "medium" bad inputs only - neither is where an overflow
+    starts. Levels are only graded with -oc, so without it there is no first overflow."""
     for node in _leaves_in_exec_order(graph):
-        if node.overflow == "critical":
+        if node.overflow == FINITE_IN_BAD_OUT:
             return node
     return None
 

@@ -56,3 +56,45 @@ def test_first_overflow_in_fixture(tmp_path):
     worst = dict(conn.execute("SELECT id, subtree_overflow FROM tbprobe_node_ext"))
     assert worst["NPU_0_0_Module.layers.1.Block.forward.0"] == "critical"
     assert worst["NPU_0_0_Module.layers.0.Block.forward.0"] is None
+
+
+def test_first_overflow_fixture_rule(tmp_path):
+    """The fixture's earlier Tensor.__mul__.1.forward (exec 13) is graded "high" for its x1000 norm ratio, but its
+    outputs are finite: the first overflow is Torch.exp.0.forward (exec 14), whose finite inputs give Inf."""
+    result = run_graph(str(golden.INPUTS / "npu_stat"), None, str(tmp_path), overflow_check=True, parallel=False,
+                       progress=False)
+    conn = golden.open_ro(result.path)
+    levels = dict(conn.execute("SELECT e.exec_order, n.overflow_level FROM tbprobe_node_ext e JOIN tb_nodes n "
+                               "ON n.id = e.id WHERE n.overflow_level IS NOT NULL"))
+    assert levels == {13: "high", 14: "critical"}
+    row = conn.execute("SELECT node_name, exec_order FROM tbprobe_findings WHERE kind='first_overflow'").fetchone()
+    assert tuple(row) == ("Torch.exp.0.forward", 14)
+
+
+def test_first_overflow_is_earliest_with_finite_inputs(tmp_path):
+    """Earliest in execution order among nodes with finite inputs and an Inf/NaN output; nodes with bad inputs
+    (inf in and out, or inf in only) or a finite x1000 norm jump come earlier but do not count, and a module that
+    completes after its APIs does not win over them."""
+    inf, nan = float("inf"), float("nan")
+    blk = "Module.blk.Blk.forward.0"
+    data = {
+        "Torch.jump.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), norm=5000.0)]),
+        "Torch.both.0.forward": synth.api_entry([T((4,), mx=inf, norm=inf)], [T((4,), mx=inf, norm=inf)]),
+        "Torch.inonly.0.forward": synth.api_entry([T((4,), mean=nan)], [T((4,), norm=1.0)]),
+        "Torch.first.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), mean=nan)]),
+        "Torch.second.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
+        blk: synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
+    }
+    construct = {k: blk for k in data if k != blk}
+    construct[blk] = None
+    synth.simple_rank(tmp_path / "d", data, construct)
+    result = run_graph(str(tmp_path / "d"), None, str(tmp_path / "o"), overflow_check=True, parallel=False,
+                       progress=False)
+    conn = golden.open_ro(result.path)
+    row = conn.execute("SELECT node_name, exec_order FROM tbprobe_findings WHERE kind='first_overflow'").fetchone()
+    assert tuple(row) == ("Torch.first.0.forward", 3)
+    assert result.summary["first_overflow"] == "step 0 rank 0: Torch.first.0.forward"
+    # without -oc no levels are graded and no first overflow is claimed
+    plain = run_graph(str(tmp_path / "d"), None, str(tmp_path / "p"), parallel=False, progress=False)
+    assert tuple(golden.open_ro(plain.path).execute("SELECT count(*) FROM tbprobe_findings "
+                                                    "WHERE kind='first_overflow'").fetchone()) == (0,)

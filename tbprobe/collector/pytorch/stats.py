@@ -1,10 +1,10 @@
 """Tensor statistics on the device, read back in batches (never one host sync per tensor).
 
-Each summarised tensor becomes one small vector [Max, Min, Mean, Norm, zero_count] computed with a handful of
-kernels under no_grad; the vectors are kept on the device, concatenated per batch and moved to the host once
-per step. A tensor seen twice unmodified (same object, same _version) is summarised once.
-NaN/Inf counts are only non-zero when Max/Min are not finite; they are then counted at the flush from the live
-tensor (when it is still alive and unmodified) instead of paying two more kernels on every tensor.
+Each summarised tensor becomes four 0-dim device tensors [Max, Min, Mean, Norm] from three kernels with grad
+off; they are stacked once per batch and moved to the host once per step. A tensor seen twice unmodified (same
+object, same _version) is summarised once. NaN/Inf counts are exactly 0 when Max/Min are finite; otherwise, and
+for the zero count, they are counted at the step's end from the live tensor (when it is still alive and
+unmodified) instead of paying more kernels on every tensor.
 """
 import math
 import weakref
@@ -144,7 +144,7 @@ class StatBuffer:
 
         NaN/Inf counts are exactly 0 when Max and Min are finite; otherwise, and for the zero count, the tensor is
         needed: a tensor freed or changed before the step ended gets null (unknown). This keeps per-tensor work in
-        the hot path at four kernels."""
+        the hot path at three kernels."""
         finite = math.isfinite(row[0]) and math.isfinite(row[1])
         ref, version = self._refs[slot]
         t = ref() if ref is not None else None

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, List, Tuple
 
 import torch
 
-from tbprobe.monitor.stats import foreach_norms, tensor_stats
+from tbprobe.monitor.stats import foreach_norms, tensor_stats, unobserved
 
 if TYPE_CHECKING:  # pragma: no cover
     from tbprobe.monitor.trainer_mon import TrainerMon
@@ -30,6 +30,7 @@ def _state(optimizer, param) -> dict:
         return {}
 
 
+@unobserved
 @torch.no_grad()
 def record_pre_step(mon: "TrainerMon", optimizer) -> None:
     cfg = mon.config
@@ -60,6 +61,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if t.__class__.__name__ == "DTensor" else t
 
 
+@unobserved
 @torch.no_grad()
 def record_post_step(mon: "TrainerMon", optimizer) -> None:
     cfg = mon.config

@@ -4,14 +4,31 @@ Nothing here synchronises with the device: each tensor's statistics become a sma
 device, queued in a :class:`StatBatch`; at the end of the step the vectors are stacked per device and copied to
 the host in one transfer.
 """
-from typing import Dict, List, Sequence, Tuple
+import functools
+from typing import Callable, Dict, List, Sequence, Tuple, TypeVar
 
 import numpy as np
 import torch
 
-__all__ = ["tensor_stats", "foreach_norms", "StatBatch"]
+__all__ = ["tensor_stats", "foreach_norms", "StatBatch", "unobserved"]
+
+F = TypeVar("F", bound=Callable)
 
 
+def unobserved(fn: F) -> F:
+    """Run `fn` with torch-function interception off. The collector records operators through a
+    TorchFunctionMode; without this, a run with both tools on would record the monitor's own statistics
+    (aminmax, mean, count_nonzero, ...) as if the model had called them, and shift every API counter."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch._C.DisableTorchFunction():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@unobserved
 @torch.no_grad()
 def tensor_stats(x: torch.Tensor, ops: Sequence[str], eps: float) -> torch.Tensor:
     """float32 vector of ``ops`` (canonical order) for ``x``; NaN for an empty tensor. No host sync."""
@@ -42,6 +59,7 @@ def tensor_stats(x: torch.Tensor, ops: Sequence[str], eps: float) -> torch.Tenso
     return torch.stack(out)
 
 
+@unobserved
 @torch.no_grad()
 def foreach_norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     """L2 norms of many tensors with the fused multi-tensor kernel where torch has one (float32, length-1 each)."""
@@ -75,6 +93,7 @@ class StatBatch:
         self.keys.append(key)
         self.values.append(vector)
 
+    @unobserved
     def read_back(self, width: int) -> np.ndarray:
         """All vectors as one float64 ``[n, width]`` host array: one stack and one copy per device."""
         keys, values = self.keys, self.values

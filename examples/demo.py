@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+PERTURB = 1.0  # added to one input column of blocks.1.mlp.fc.weight in the debug run
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     out = os.path.abspath(args.out)
 
     if args.train:
-        train(args.train, out, args.steps, args.collect_steps, perturb=0.05 if args.train == "debug" else 0.0)
+        train(args.train, out, args.steps, args.collect_steps, perturb=PERTURB if args.train == "debug" else 0.0)
         return 0
 
     started = time.monotonic()

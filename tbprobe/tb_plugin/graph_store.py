@@ -245,8 +245,9 @@ class DbGraphFile:
         if start:
             def run():
                 try:
-                    if deferred:
-                        while not _FOREGROUND.quiet_for(_QUIET_S) and time.monotonic() - started < _MAX_DEFER_S:
+                    if deferred:  # until the first view has been answered and things are quiet
+                        while time.monotonic() - started < _MAX_DEFER_S and (
+                                time.monotonic() - started < _QUIET_S or not _FOREGROUND.quiet_for(_QUIET_S)):
                             time.sleep(0.02)
                     self.index(step, rank, side)
                 except Exception:  # noqa: BLE001 - the request that needs the index reports the problem

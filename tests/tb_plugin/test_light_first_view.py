@@ -103,3 +103,17 @@ def test_index_if_ready_builds_in_the_background_and_waits_once(logdir):
     idx = gf.index_if_ready(0, 0, "NPU", 30.0)  # a small graph: built within the wait
     assert idx is not None and idx is gf.index(0, 0, "NPU")
     assert gf.index_if_ready(0, 0, "NPU", 0.0) is idx
+
+
+def test_a_big_file_builds_its_index_after_the_first_view(logdir, monkeypatch):
+    from tbprobe.tb_plugin import graph_store
+    monkeypatch.setattr(graph_store, "_BIG_FILE", 0)  # every file counts as big here
+    monkeypatch.setattr(graph_store, "_QUIET_S", 0.05)
+    run, file = db_file(logdir, "cmp_stat")
+    gf = DbGraphFile(str(logdir / run / file))
+    assert gf.index_if_ready(0, 0, "NPU", 30.0) is None  # deferred: not waited for
+    root = gf.light_root(0, 0, "NPU")
+    assert gf.light_children(0, 0, "NPU", root["name"], -1)
+    event = gf._build_done[(0, 0, "NPU")][0]
+    assert event.wait(60), "the deferred build never ran"
+    assert gf.index_if_ready(0, 0, "NPU", 0.0) is gf.index(0, 0, "NPU")

@@ -62,26 +62,46 @@ def _num(v: float, is_int: bool, is_bool: bool):
     return v
 
 
+_KINDS: Dict[str, Tuple[bool, bool]] = {}   # dtype name -> (is_int, is_bool)
+
+
+def _kind(dtype: str) -> Tuple[bool, bool]:
+    kind = _KINDS.get(dtype)
+    if kind is None:
+        is_bool = dtype.endswith("bool") or dtype == "Bool"
+        kind = _KINDS[dtype] = ("int" in dtype.lower() and not is_bool, is_bool)
+    return kind
+
+
 def fill_items(record: StepRecord, values: Sequence[Optional[List[float]]]) -> Dict[str, float]:
     """Write the host statistics into the items; returns the step's health figures."""
     nonfinite = 0
     max_abs = 0.0
+    isfinite = math.isfinite
+    n_values = len(values)
     for item, slot, _numel in record.slots:
-        row = values[slot] if slot < len(values) else None
+        row = values[slot] if slot < n_values else None
         if row is None:
             continue
-        dtype = item.get("dtype", "")
-        is_bool = dtype.endswith("bool") or dtype == "Bool"
-        is_int = "int" in dtype.lower()
-        item["Max"] = _num(row[0], is_int, is_bool)
-        item["Min"] = _num(row[1], is_int, is_bool)
-        item["Mean"] = row[2]
-        item["Norm"] = row[3]
-        item["zero_count"] = row[4]
-        item["nan_count"] = row[5]
-        item["inf_count"] = row[6]
-        if not (math.isfinite(row[0]) and math.isfinite(row[1])):
+        mx, mn, mean, norm, zeros, nans, infs = row
+        is_int, is_bool = _kind(item.get("dtype", ""))
+        if is_int or is_bool:
+            mx = _num(mx, is_int, is_bool)
+            mn = _num(mn, is_int, is_bool)
+        item["Max"] = mx
+        item["Min"] = mn
+        item["Mean"] = mean
+        item["Norm"] = norm
+        item["zero_count"] = zeros
+        item["nan_count"] = nans
+        item["inf_count"] = infs
+        if not (isfinite(row[0]) and isfinite(row[1])):
             nonfinite += 1
         else:
-            max_abs = max(max_abs, abs(row[0]), abs(row[1]))
+            a = abs(row[0])
+            b = abs(row[1])
+            if a > max_abs:
+                max_abs = a
+            if b > max_abs:
+                max_abs = b
     return {"nonfinite_tensors": float(nonfinite), "max_abs": max_abs, "records": float(len(record.entries))}

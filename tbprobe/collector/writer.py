@@ -16,16 +16,23 @@ from typing import Any, Callable, Dict, List, Optional
 from tbprobe.collector.recorder import StackInterner, StepRecord, fill_items
 from tbprobe.errors import TbprobeError
 
-__all__ = ["StepWriter", "check_writable", "write_json_atomic"]
+__all__ = ["StepWriter", "check_writable", "write_json_atomic", "write_text_atomic"]
 
 log = logging.getLogger("tbprobe.collector")
 
 
 def write_json_atomic(path: str, obj: Any, indent: Optional[int] = 1) -> None:
+    # json.dumps, not json.dump: dump() always takes the pure-Python encoder, dumps() the C one when indent is
+    # None (several times faster; the writer thread's CPU counts against the training process)
+    write_text_atomic(path, json.dumps(obj, indent=indent, allow_nan=True))
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Write under a temporary name, then rename: a reader (or a killed process) never sees half a file."""
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=indent, allow_nan=True)
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -64,6 +71,7 @@ class StepWriter:
         self.on_step_written = on_step_written
         self.failed: Optional[str] = None      # set once a write failed: collection stops
         self.written: List[str] = []
+        self._stack_json: Dict[int, str] = {}   # interned stack id -> its lines as JSON text
         self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
         self._thread = threading.Thread(target=self._run, name="tbprobe-writer", daemon=True)
         self._thread.start()
@@ -115,12 +123,12 @@ class StepWriter:
             groups: Dict[int, List[str]] = {}
             for name, sid in record.stack_of.items():
                 groups.setdefault(sid, []).append(name)
-            stack = {str(i): [names, self.stacks.lines[sid]] for i, (sid, names) in enumerate(groups.items())}
+            stack_text = self._stack_text(groups)
             construct: Dict[str, Optional[str]] = {} if self.level == "L1" else record.construct
         else:
-            stack, construct = {}, {}
+            stack_text, construct = "{}", {}
+        write_text_atomic(os.path.join(out, "stack.json"), stack_text)
         # indent=None: the C encoder (the indenting one is pure Python and dominated the writer's time)
-        write_json_atomic(os.path.join(out, "stack.json"), stack, indent=None)
         write_json_atomic(os.path.join(out, "construct.json"), construct, indent=None)
         if record.dataflow:
             write_json_atomic(os.path.join(out, "dataflow.json"), record.dataflow, indent=None)
@@ -129,6 +137,18 @@ class StepWriter:
         if self.on_step_written is not None:
             # only for the newest finished step: when the writer is behind, older steps skip the extras
             self.on_step_written(out, record.step, health, not self._steps_pending())
+
+    def _stack_text(self, groups: Dict[int, List[str]]) -> str:
+        """stack.json as {"<i>": [names, lines]}; each interned stack's lines are JSON-encoded once per process
+        (the same stacks come back every step), only the name lists are encoded per step."""
+        cache = self._stack_json
+        parts = []
+        for i, (sid, names) in enumerate(groups.items()):
+            lines = cache.get(sid)
+            if lines is None:
+                lines = cache[sid] = json.dumps(self.stacks.lines[sid])
+            parts.append(f'"{i}": [{json.dumps(names)}, {lines}]')
+        return "{" + ", ".join(parts) + "}"
 
     def _steps_pending(self) -> bool:
         with self._q.mutex:

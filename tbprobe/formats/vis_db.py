@@ -59,9 +59,11 @@ class VisDbWriter:
     Everything goes into `<out>.tmp-<pid>` in one transaction of one connection; indexes are built at the end;
     the file is switched to WAL and renamed to `out` when the block ends without an exception.
     `sync=False` (bulk writers whose output can be rebuilt from its inputs) skips the final fsync before the
-    rename: after a power loss the file may then be incomplete, never after a crash of the process."""
+    rename: after a power loss the file may then be incomplete, never after a crash of the process.
+    `page_size` (bytes, a power of two up to 65536) for bulk writers of big rows: rows of a few KB then fit in one
+    page instead of a chain of overflow pages (about 2x faster inserts, a smaller file; readers do not care)."""
 
-    def __init__(self, out_path: PathLike, sync: bool = True):
+    def __init__(self, out_path: PathLike, sync: bool = True, page_size: Optional[int] = None):
         self.sync = sync
         self.path = Path(out_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,6 +73,8 @@ class VisDbWriter:
         self.conn: Optional[sqlite3.Connection] = sqlite3.connect(str(self.tmp), isolation_level=None)
         try:
             # The temporary file is thrown away on failure, so it needs no journal and no fsync while filling.
+            if page_size:
+                self.conn.execute(f"PRAGMA page_size={int(page_size)}")  # before the first table exists
             self.conn.execute("PRAGMA journal_mode=OFF")
             self.conn.execute("PRAGMA synchronous=OFF")
             self.conn.execute("PRAGMA cache_size=-65536")

@@ -179,7 +179,7 @@ class Compared:
     """The result of comparing one node: precision index, the debug side's input_data / output_data as JSON text
     (dump fields + compare fields), a worst metric for colouring, and whether every input still passed."""
 
-    __slots__ = ("precision", "input_text", "output_text", "metric", "inputs_ok")
+    __slots__ = ("precision", "input_text", "output_text", "metric", "inputs_ok", "bench_texts")
 
     def __init__(self, precision, input_text, output_text, metric=None, inputs_ok=True):
         self.precision = precision
@@ -187,17 +187,24 @@ class Compared:
         self.output_text = output_text
         self.metric = metric
         self.inputs_ok = inputs_ok
+        # (input_data, output_data) of the bench node's own row, when asked for and the bench entry was read
+        self.bench_texts: Optional[Tuple[str, str]] = None
 
 
 def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
-                    mode: str, tensor_lookup: Optional[TensorLookup] = None) -> Compared:
-    """Compare two dump entries (the debug node's and the bench node's)."""
+                    mode: str, tensor_lookup: Optional[TensorLookup] = None, bench_texts: bool = False) -> Compared:
+    """Compare two dump entries (the debug node's and the bench node's). With `bench_texts`, the bench node's
+    row texts are made from the same flattened items (saves flattening its entry a second time)."""
     with_md5 = mode == "md5"
     d_in, d_out = flatten_entry(debug_name, debug_entry)
     if mode == "structure" or (not d_in and not d_out):
         return Compared(None, data_text([(k, item_text(v, with_md5)) for k, v in d_in]),
                         data_text([(k, item_text(v, with_md5)) for k, v in d_out]))
     b_in, b_out = flatten_entry(bench_name, bench_entry)
+    b_texts = None
+    if bench_texts:
+        b_texts = (data_text([(k, item_text(v, with_md5)) for k, v in b_in]),
+                   data_text([(k, item_text(v, with_md5)) for k, v in b_out]))
     cut_b = len(bench_name) + 1
     b_map = {k[cut_b:]: v for k, v in b_in}
     for k, v in b_out:
@@ -229,8 +236,10 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
             items.append(it)
 
     if not items:
-        return Compared(None, data_text([(k, m) for k, m in members_in]),  # type: ignore[misc]
-                        data_text([(k, m) for k, m in members_out]))  # type: ignore[misc]
+        res = Compared(None, data_text([(k, m) for k, m in members_in]),  # type: ignore[misc]
+                       data_text([(k, m) for k, m in members_out]))  # type: ignore[misc]
+        res.bench_texts = b_texts
+        return res
     if not exempt:
         _node_rules(items, mode, placeholder)
     result = "pass"
@@ -245,8 +254,10 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
     def render(members):
         return data_text([(k, m.text(mode) if isinstance(m, _Item) else m) for k, m in members])
 
-    return Compared(RESULT_INDEX[result], render(members_in), render(members_out), _worst_metric(items, mode),
-                    inputs_ok)
+    res = Compared(RESULT_INDEX[result], render(members_in), render(members_out), _worst_metric(items, mode),
+                   inputs_ok)
+    res.bench_texts = b_texts
+    return res
 
 
 def _grad_consistent(d: dict, b: Optional[dict]) -> str:

@@ -3,6 +3,7 @@
 Rows are generated node by node and written as they come (to the output VisDbWriter, or to a temporary per-rank
 database in a worker process); what a rank job returns is small (counts, findings, stand-ins of the
 communication nodes for the cross-rank links)."""
+import gc
 import multiprocessing
 import os
 import tempfile
@@ -177,14 +178,14 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
         entry = node.entry if node.has_entry else None
         if _compared(node, bench, debug):
             be = b.entry if b.has_entry else None
-            res = compare_entries(node.name, entry, b.name, be, mode or "statistics", lookup)
+            res = compare_entries(node.name, entry, b.name, be, mode or "statistics", lookup, bench_texts=True)
             node.precision = res.precision
             node.worst_metric = res.metric
             node.inputs_ok = res.inputs_ok
             if opts.overflow_check and entry:
                 node.overflow = overflow_level(node.name, entry)
             yield node_row(debug, node, res.input_text, res.output_text)
-            yield node_row(bench, b, *node_texts(b, be, with_md5))
+            yield node_row(bench, b, *(res.bench_texts or node_texts(b, be, with_md5)))
             continue
         if node.node_type == NODE_API_COLLECTION and b is not None and bench is not None:
             # as the reference: the collection takes the worst of its forward calls (its backward calls are
@@ -268,6 +269,16 @@ def process_rank(debug_dir: RankDir, bench_dir: Optional[RankDir], opts: Options
     temporary per-rank database)."""
     debug = load_rank(debug_dir, "NPU")
     bench = load_rank(bench_dir, "Bench") if bench_dir is not None else None
+    # The graphs live until the end: keep the cyclic GC from walking their 100k+ nodes again at every full
+    # collection while rows are made (the per-row garbage is acyclic and freed by reference counting anyway).
+    gc.freeze()
+    try:
+        return _process_graphs(debug, bench, opts, sink)
+    finally:
+        gc.unfreeze()
+
+
+def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: Sink) -> RankSummary:
     mode, lookup = _prepare(debug, bench, opts) if bench is not None else (None, None)
     with_md5 = (mode or detect_mode(debug)) == "md5"
     _, d_stacks = assign_orders(debug)

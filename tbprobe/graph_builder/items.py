@@ -60,24 +60,32 @@ def flatten_entry(name: str, entry: Optional[dict]) -> Tuple[List[Pair], List[Pa
             else:
                 _flatten(f"{name}.{pname}", items, inputs)
         return inputs, outputs
-    base_in = f"{name}.input"
+    # the common leaf (an item dict with "type", or null) is appended here; only nesting goes through _flatten
+    base_in = f"{name}.input."
     for key in ("input_args", "input"):
         value = entry.get(key)
         if isinstance(value, list):
             for i, item in enumerate(value):
-                _flatten(f"{base_in}.{i}", item, inputs)
+                if item is None or (type(item) is dict and "type" in item):
+                    inputs.append((base_in + str(i), item))
+                else:
+                    _flatten(base_in + str(i), item, inputs)
     kwargs = entry.get("input_kwargs")
     if isinstance(kwargs, dict):
         for key, item in kwargs.items():
-            _flatten(f"{base_in}.{key}", item, inputs)
+            _flatten(base_in + key, item, inputs)
     params = entry.get("parameters")
     if isinstance(params, dict):
         for key, item in params.items():
             _flatten(f"{name}.parameters.{key}", item, inputs)
     value = entry.get("output")
     if isinstance(value, list):
+        base_out = f"{name}.output."
         for i, item in enumerate(value):
-            _flatten(f"{name}.output.{i}", item, outputs)
+            if item is None or (type(item) is dict and "type" in item):
+                outputs.append((base_out + str(i), item))
+            else:
+                _flatten(base_out + str(i), item, outputs)
     elif isinstance(value, dict):
         _flatten(f"{name}.output.0", value, outputs)
     return inputs, outputs

@@ -21,49 +21,41 @@ _STATS = ("Max", "Min", "Mean", "Norm")
 EPS = 1.1920928955078125e-07  # numpy.finfo(numpy.float32).eps, without importing numpy for statistics mode
 
 
+def _stat(x, y) -> Tuple[str, str, Optional[float]]:
+    """(diff text, relative error text, relative error as a fraction or None) of one statistic."""
+    tx = type(x)
+    ty = type(y)
+    # bool is not a number here (type(True) is bool, not int): flags get N/A, as the reference does
+    if (tx is float or tx is int) and (ty is float or ty is int):
+        diff = x - y
+        text = float.__repr__(diff) if type(diff) is float else int.__repr__(diff)
+        if y == 0:
+            return text, "N/A", None
+        if diff == 0:
+            return text, "0.0%", 0.0
+        rel = abs(diff / y)
+        return text, _percent(rel * 100), rel
+    return "N/A", "N/A", None
+
+
 def stat_fields(debug: dict, bench: dict) -> Tuple[Dict[str, str], Optional[float]]:
     """Statistics-mode fields of one pair and the NormRelativeErr as a fraction (None when not a number)."""
     if "value" in debug:
         v = debug.get("value")
-        dvals = (v, v, v, v)
+        dmax = dmin = dmean = dnorm = v
     else:
-        dvals = (debug.get("Max"), debug.get("Min"), debug.get("Mean"), debug.get("Norm"))
+        dmax, dmin, dmean, dnorm = debug.get("Max"), debug.get("Min"), debug.get("Mean"), debug.get("Norm")
     if "value" in bench:
         v = bench.get("value")
-        bvals = (v, v, v, v)
+        bmax = bmin = bmean = bnorm = v
     else:
-        bvals = (bench.get("Max"), bench.get("Min"), bench.get("Mean"), bench.get("Norm"))
-    out: Dict[str, str] = {}
-    rels = []
-    norm_rel: Optional[float] = None
-    for i in range(4):
-        x = dvals[i]
-        y = bvals[i]
-        tx = type(x)
-        ty = type(y)
-        # bool is not a number here (type(True) is bool, not int): flags get N/A, as the reference does
-        if (tx is float or tx is int) and (ty is float or ty is int):
-            diff = x - y
-            out[STAT_FIELDS[i]] = float.__repr__(diff) if type(diff) is float else int.__repr__(diff)
-            if y == 0:
-                rels.append("N/A")
-            elif diff == 0:
-                rels.append("0.0%")
-                if i == 3:
-                    norm_rel = 0.0
-            else:
-                rel = abs(diff / y)
-                rels.append(_percent(rel * 100))
-                if i == 3:
-                    norm_rel = rel
-        else:
-            out[STAT_FIELDS[i]] = "N/A"
-            rels.append("N/A")
-    out["MaxRelativeErr"] = rels[0]
-    out["MinRelativeErr"] = rels[1]
-    out["MeanRelativeErr"] = rels[2]
-    out["NormRelativeErr"] = rels[3]
-    return out, norm_rel
+        bmax, bmin, bmean, bnorm = bench.get("Max"), bench.get("Min"), bench.get("Mean"), bench.get("Norm")
+    d0, r0, _ = _stat(dmax, bmax)
+    d1, r1, _ = _stat(dmin, bmin)
+    d2, r2, _ = _stat(dmean, bmean)
+    d3, r3, norm_rel = _stat(dnorm, bnorm)
+    return {"Max diff": d0, "Min diff": d1, "Mean diff": d2, "L2norm diff": d3, "MaxRelativeErr": r0,
+            "MinRelativeErr": r1, "MeanRelativeErr": r2, "NormRelativeErr": r3}, norm_rel
 
 
 def _percent(value: float) -> str:

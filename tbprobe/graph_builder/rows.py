@@ -14,6 +14,12 @@ __all__ = ["assign_orders", "node_row", "node_texts", "ext_rows", "edge_rows", "
 COL_PRECISION = 7
 COL_MATCHED_DISTRIBUTED = 13
 _dumps = json.dumps
+_enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
+def _names_json(names: List[str]) -> str:
+    """json.dumps(names) for a list of strings, without the encoder's Python layers (the same bytes)."""
+    return "[" + ", ".join(map(_enc, names)) + "]"
 
 
 def assign_orders(graph: Graph) -> Tuple[List[Node], List[Tuple[str, str]]]:
@@ -51,9 +57,9 @@ def node_row(graph: Graph, node: Node, input_text: str, output_text: str) -> lis
     return [
         f"{graph.side}_{graph.step}_{graph.rank}_{name}", graph.graph_id, node.order, name, node.node_type,
         parent.name if parent is not None else "",
-        _dumps([c.name for c in node.children]) if node.children else "",
+        _names_json([c.name for c in node.children]) if node.children else "",
         node.precision, node.overflow, node.micro_step,
-        _dumps(match.path()) if match is not None else "[]",
+        _names_json(match.path()) if match is not None else "[]",
         node.stack_id, "", _dumps(node.distributed) if node.distributed else "{}", 0,
         input_text, output_text, graph.side, graph.dump_data_dir, graph.step, graph.rank,
         1 if name.startswith("Distributed.") else 0,

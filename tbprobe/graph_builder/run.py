@@ -108,6 +108,9 @@ def _progress(total: int):
     return tqdm(total=total, unit="rank", file=sys.stderr, disable=None, leave=False)
 
 
+BIG_PAGE = 65536
+
+
 def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check: bool = False, fuzzy: bool = False,
               layer_mapping: Optional[Mapping] = None, parallel: bool = True, align: bool = True,
               manual: Optional[Mapping[str, str]] = None, progress: bool = True) -> GraphResult:
@@ -146,7 +149,9 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
 
     created = not out.exists()
     _check_out_dir(out_dir, create=True)
-    writer = VisDbWriter(path, sync=False)  # rebuildable from the dumps: no fsync (about 0.5 s per 20k)
+    # rebuildable from the dumps: no fsync (about 0.5 s per 20k entries); 64 KB pages hold a node row's few KB of
+    # input/output text without overflow pages (inserts about 2x faster)
+    writer = VisDbWriter(path, sync=False, page_size=BIG_PAGE)
     temp_dir = None
     try:
         if len(pairs) == 1:  # one rank: straight into the output, no copy

@@ -23,6 +23,7 @@ class RankDb:
     def __init__(self, path: str):
         self.path = path
         self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA page_size=65536")  # rows of a few KB: no overflow pages
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
         self.conn.execute("BEGIN")

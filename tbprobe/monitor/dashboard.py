@@ -18,6 +18,7 @@ import numpy as np
 
 from tbprobe.monitor.series_cache import SERIES_CACHE
 from tbprobe.monitor.tags import OPS, parse_anomaly_tag, parse_tag
+from tbprobe.monitor.warmup import WARMER
 
 __all__ = ["QueryError", "Job", "list_jobs", "heatmap", "series", "anomalies", "MODES"]
 
@@ -86,6 +87,7 @@ def value_json(v: float):
 # serves the next LISTING_TTL_S seconds as is; for LISTING_STALE_S more it is still answered at once while a
 # background thread builds the next one (a user clicking around never waits for the walk twice).
 LISTING_TTL_S = 3.0
+WARM_UP = True  # warm the series cache in the background after each new listing (tbprobe.monitor.warmup)
 LISTING_STALE_S = 60.0
 _listings: Dict[tuple, tuple] = {}
 _refreshing: set = set()
@@ -129,7 +131,8 @@ def _listing(provider, ctx, eid: str):
     return _fetch_listing(provider, ctx, eid, key)
 
 
-def list_jobs(provider, ctx, eid: str) -> Dict[str, Job]:
+def list_jobs(provider, ctx, eid: str, warm: bool = True) -> Dict[str, Job]:
+    """The monitor jobs of the provider's current listing; with ``warm``, a new listing starts the warm-up."""
     listing = _listing(provider, ctx, eid)
     jobs: Dict[str, Job] = {}
     for run, tags in listing.items():
@@ -143,7 +146,11 @@ def list_jobs(provider, ctx, eid: str) -> Dict[str, Job]:
             rank = 0
         job.runs[rank] = run
         job.tags[rank] = dict(tags)
-    return dict(sorted(jobs.items(), key=lambda kv: _natural(kv[0])))
+    jobs = dict(sorted(jobs.items(), key=lambda kv: _natural(kv[0])))
+    # a new listing: read the most-viewed series in the background before they are asked for (once per listing)
+    if WARM_UP and warm:
+        WARMER.schedule(provider, ctx, eid, listing, list(jobs.values()))
+    return jobs
 
 
 def _job(provider, ctx, eid, name: Optional[str]) -> Job:

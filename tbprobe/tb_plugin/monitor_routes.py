@@ -11,7 +11,7 @@ from tensorboard import plugin_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tbprobe.monitor import dashboard
+from tbprobe.monitor import dashboard, warm_start
 from tbprobe.monitor.dashboard import QueryError
 
 __all__ = ["get_routes"]
@@ -52,6 +52,7 @@ def _series_specs(args):
 def get_routes(context: base_plugin.TBContext) -> Dict[str, Callable]:
     """The monitor's routes, keyed like the plugin's own (``/api/monitor/runs`` ...)."""
     provider = context.data_provider
+    warm_start.start(provider)  # read the first views' series while TensorBoard loads, before anyone asks
 
     def route(handler):
         @wrappers.Request.application

@@ -37,10 +37,10 @@ def test_losses_and_weights_bitwise_identical(tmp_path, model, level, mode):
 def test_hook_exception_is_caught_counted_logged_once(tmp_path, monkeypatch, caplog):
     import tbprobe.collector.pytorch.stats as stats
 
-    def broken(t):
+    def broken(self, t):
         raise RuntimeError("forced failure")
 
-    monkeypatch.setattr(stats, "_scalars", broken)
+    monkeypatch.setattr(stats.StatBuffer, "add", broken)   # every statistic of every hook fails
     torch.manual_seed(7)
     _, plain = train(None, "mlp", steps=2)
     dbg = make_debugger(tmp_path, level="mix", steps=2)

@@ -82,7 +82,12 @@ def test_checksums_equal_msprobe(tmp_path, mode):
     for name, entry in ms.items():
         if not name.endswith(".forward"):
             continue
-        for a, b in zip(entry["input_args"] + entry["output"], tb[name]["input_args"] + tb[name]["output"]):
+        ins = entry["input_args"]
+        if name.split(".")[1].endswith("_"):
+            # in-place call: msprobe sometimes takes the input's checksum after the mutation (its input md5 then
+            # equals its output md5 while its Max/Min are the values before), so only the output is compared
+            ins = []
+        for a, b in zip(ins + entry["output"], (tb[name]["input_args"] if ins else []) + tb[name]["output"]):
             if isinstance(a, dict) and "md5" in a:
                 assert a["md5"] == b["md5"], name
                 compared += 1

@@ -98,3 +98,14 @@ def test_first_overflow_is_earliest_with_finite_inputs(tmp_path):
     plain = run_graph(str(tmp_path / "d"), None, str(tmp_path / "p"), parallel=False, progress=False)
     assert tuple(golden.open_ro(plain.path).execute("SELECT count(*) FROM tbprobe_findings "
                                                     "WHERE kind='first_overflow'").fetchone()) == (0,)
+
+
+def test_output_file_is_wal_with_big_pages(tmp_path):
+    """The bulk-write settings leave a finished file: WAL mode as the reference's, 64 KB pages, nothing beside it."""
+    result = run_graph(str(golden.INPUTS / "npu_stat"), str(golden.INPUTS / "bench_stat"), str(tmp_path),
+                       parallel=False, progress=False)
+    header = open(result.path, "rb").read(100)
+    assert header[:16] == b"SQLite format 3\x00"
+    assert header[18:20] == b"\x02\x02"          # WAL read/write versions
+    assert header[16:18] == b"\x00\x01"          # page size 65536 is stored as 1
+    assert [p.name for p in tmp_path.iterdir()] == [result.path.name]

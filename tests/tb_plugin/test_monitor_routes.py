@@ -156,6 +156,7 @@ def test_errors_are_json_4xx(client, path, params, status, text):
 def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path, monkeypatch):
     """The heatmap asks the data provider for the visible rows only, each downsampled to a bound that does not
     grow with the number of steps: what keeps 100k steps x 1k tags responsive."""
+    monkeypatch.setattr(dashboard, "WARM_UP", False)  # only the requests' own reads are counted here
     _write_rank(tmp_path / "big" / "rank0", 0)
     mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
     mux.AddRunsFromDirectory(str(tmp_path))
@@ -225,3 +226,45 @@ def test_a_stale_listing_is_answered_at_once_and_refreshed_behind(tmp_path, monk
         time.sleep(0.01)
     assert len(listed) == 2  # ... which runs behind it
     gate.set()
+
+
+def test_the_plugin_warms_the_first_view_before_anyone_asks(tmp_path, monkeypatch):
+    """get_routes (TensorBoard's start-up) starts the launch warm-up: the view's first heatmap finds its series
+    read already (counted provider calls, no timing)."""
+    import threading
+
+    from tbprobe.monitor import warm_start, warmup
+    from tbprobe.monitor.series_cache import SeriesCache
+
+    _write_rank(tmp_path / "w" / "rank0", 0)
+    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
+    mux.AddRunsFromDirectory(str(tmp_path))
+    mux.Reload()
+    real = tb_data_provider.MultiplexerDataProvider(mux, str(tmp_path))
+    reads = []
+    cache = SeriesCache()
+    warmer = warmup.Warmer(cache)
+    monkeypatch.setattr(dashboard, "SERIES_CACHE", cache)
+    monkeypatch.setattr(dashboard, "WARMER", warmer)
+    monkeypatch.setattr(warm_start, "POLL_S", 0.001)
+
+    class Recording:
+        def list_scalars(self, ctx=None, **kw):
+            return real.list_scalars(ctx, **kw)
+
+        def read_scalars(self, ctx=None, **kw):
+            reads.append((threading.current_thread().name, sorted(kw["run_tag_filter"].tags)))
+            return real.read_scalars(ctx, **kw)
+
+    before = set(threading.enumerate())
+    routes = get_routes(base_plugin.TBContext(logdir=str(tmp_path), data_provider=Recording()))
+    launch = [t for t in set(threading.enumerate()) - before if t.name == "tbprobe-monitor-launch"]
+    assert len(launch) == 1
+    for t in launch:
+        t.join(30)
+    warmer.join(30)
+    assert reads and {name for name, _ in reads} == {"tbprobe-monitor-warmup"}
+    client = wtest.Client(lambda env, sr: routes[env["PATH_INFO"]](env, sr))
+    body = get(client, "/api/monitor/heatmap", job="w", metric="output", op="norm", limit=5, max_cols=7)
+    assert len(body["rows"]) == 5 and all(v is not None for row in body["values"] for v in row)
+    assert {name for name, _ in reads} == {"tbprobe-monitor-warmup"}  # the request read nothing itself

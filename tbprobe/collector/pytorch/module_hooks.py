@@ -33,6 +33,7 @@ class _ParamGrads:
         self.pending: Dict[str, Any] = {}
         self.step = -1
         self.module_id = 0
+        self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
 
     def on_grad(self, pname: str, grad: torch.Tensor) -> None:
         s = self.hooks.session
@@ -43,8 +44,7 @@ class _ParamGrads:
             if self.step != s.step:
                 self.pending = {}
                 self.step = s.step
-            idx_name = params_grad_name(self.prefix, 0)
-            keep = s.record_data(idx_name)
+            keep = s.record_data(self.first_name)
             self.pending[pname] = [s.items.value(grad, f"{self.prefix}.parameters_grad.{pname}")] if keep else None
             if len(self.pending) == len(self.names):
                 n = s.counters.next(self.prefix + ".parameters_grad")
@@ -157,7 +157,7 @@ class ModuleHooks:
                     entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items,
                              "output": [s.items.value(o, f"{name}.output.{i}") for i, o in enumerate(out)],
                              "parameters": {pn: s.items.value(p, f"{name}.parameters.{pn}")
-                                            for pn, p in mod.named_parameters(recurse=False)}}
+                                            for pn, p in _own_parameters(mod)}}
                     s.add_entry(name, entry)
                 outs = flatten_tensors(output)
                 s.note_producer(name, outs, overwrite=False)
@@ -192,6 +192,20 @@ def _alias_inputs(args: tuple, kwargs: dict):
             new_kwargs[k] = v.view_as(v)
             changed = True
     return (tuple(new_args), new_kwargs) if changed else None
+
+
+def _own_parameters(mod: torch.nn.Module):
+    """mod.named_parameters(recurse=False) without its generator machinery (one dict walk per hook call)."""
+    params = mod.__dict__.get("_parameters")
+    if params is None:
+        return mod.named_parameters(recurse=False)
+    seen = set()
+    out = []
+    for n, p in params.items():
+        if p is not None and id(p) not in seen:
+            seen.add(id(p))
+            out.append((n, p))
+    return out
 
 
 def _param_hook(pg: _ParamGrads, pname: str):

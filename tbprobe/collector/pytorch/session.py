@@ -23,6 +23,7 @@ from tbprobe.collector.recorder import StackInterner, StepRecord
 __all__ = ["Session", "BackwardTracker"]
 
 _TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OWN_CODE: Dict[Any, bool] = {}   # code object -> whether it is tbprobe's own (left out of stacks)
 
 
 class BackwardTracker:
@@ -212,8 +213,7 @@ class Session:
         self._data_names[name] = False
 
     def _schedule_stats(self, item: dict, t: torch.Tensor) -> None:
-        slot = self.stats.add(t)
-        self.record.slots.append((item, slot, t.numel()))
+        self.record.slots.append((item, self.stats.add(t), 0))   # (numel is not needed to fill the item)
 
     def _schedule_save(self, item: dict, t: torch.Tensor, key: str) -> None:
         fname = f"{key}.pt"
@@ -236,11 +236,16 @@ class Session:
             return
         frame = sys._getframe(skip)
         frames = []
+        own = _OWN_CODE
         while frame is not None:
             code = frame.f_code
-            if not code.co_filename.startswith(_TBPROBE_DIR):
+            mine = own.get(code)
+            if mine is None:   # tbprobe's own frames are left out; decided once per code object
+                mine = own[code] = code.co_filename.startswith(_TBPROBE_DIR)
+            if not mine:
                 frames.append((code, frame.f_lineno))
             frame = frame.f_back
+        # the key is the chain of code locations; lines are formatted once per unique stack
         key = tuple(frames)
         self.record.stack_of[name] = self.stacks.intern(key, lambda: _format_stack(frames))
 

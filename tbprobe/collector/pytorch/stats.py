@@ -19,6 +19,9 @@ __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
 _FLOAT_COMPUTE = (torch.float16, torch.bfloat16, torch.float64)  # mean/norm of these are computed in float32
 _BATCH = 2048
 _grad_enabled = torch.is_grad_enabled
+_F32 = torch.float32
+_aminmax = torch.aminmax
+_vector_norm = torch.linalg.vector_norm
 _set_grad = torch._C._set_grad_enabled  # vectors kept as separate device tensors before they are concatenated into one
 
 
@@ -34,8 +37,10 @@ def is_summarisable(t: torch.Tensor) -> bool:
 
 
 def _scalars(t: torch.Tensor) -> List[torch.Tensor]:
-    """[Max, Min, Mean, Norm] of `t` as four 0-dim device tensors: aminmax, mean and vector_norm (three kernels;
-    the stacking of all of a step's scalars is one more kernel per batch, not per tensor).
+    """[Max, Min, Sum, Norm] of `t` as four 0-dim device tensors: aminmax, sum and vector_norm (three kernels;
+    the stacking of all of a step's scalars is one more kernel per batch, not per tensor). The Sum becomes the Mean
+    by one division per batch (`_merge`): torch's own float32 mean is that sum divided by numel, bit for bit, and
+    a sum kernel costs less than half a mean kernel on small tensors.
 
     Callers hold no_grad. Max/Min keep the tensor's dtype (converted exactly when stacked); Mean/Norm of
     integer, half and float64 tensors are computed in float32, as REFERENCE.md s1 says."""
@@ -44,10 +49,10 @@ def _scalars(t: torch.Tensor) -> List[torch.Tensor]:
         if t.dim() == 0:  # the reference writes the value itself for all four statistics of a 0-dim tensor
             return [t, t, t, t]
         mn, mx = torch.aminmax(t)
-        return [mx, mn, t.mean(), torch.linalg.vector_norm(t)]
+        return [mx, mn, t.sum(), torch.linalg.vector_norm(t)]
     if dt == torch.bool:
         t = t.to(torch.float32)
-        return [t.amax(), t.amin(), t.mean(), torch.linalg.vector_norm(t)]
+        return [t.amax(), t.amin(), t.sum(), torch.linalg.vector_norm(t)]
     if t.is_complex():
         t = t.abs()
         dt = t.dtype
@@ -55,7 +60,7 @@ def _scalars(t: torch.Tensor) -> List[torch.Tensor]:
         return [t, t, t, t]
     mn, mx = torch.aminmax(t)
     tf = t if dt == torch.float32 else t.to(torch.float32)
-    return [mx, mn, tf.mean(), torch.linalg.vector_norm(tf)]
+    return [mx, mn, tf.sum(), torch.linalg.vector_norm(tf)]
 
 
 class StatBuffer:
@@ -80,20 +85,29 @@ class StatBuffer:
         if grad:  # two C calls instead of a no_grad context manager per tensor
             _set_grad(False)
         try:
-            parts = _scalars(t)
-            if parts[0].dtype == torch.float32 and parts[2].dtype == torch.float32:
+            if t.dtype is _F32 and t.dim():   # the common case inline: aminmax, sum, vector_norm
+                mn, mx = _aminmax(t)
+                self._pending32 += (mx, mn, t.sum(), _vector_norm(t))
                 lane = 0
-                self._pending32.extend(parts)
-                index = self._n32
-                self._n32 += 1
             else:
-                lane = 1
-                self._pending64.append(torch.stack([p.to(torch.float64) for p in parts]))
-                index = self._n64
-                self._n64 += 1
+                parts = _scalars(t)
+                lane = 0 if parts[0].dtype is _F32 and parts[2].dtype is _F32 else 1
+                if lane == 0:
+                    self._pending32 += parts
+                else:
+                    # the float32 division here, as torch's float32 mean does it (rare lane: float64, 64-bit ints)
+                    parts[2] = parts[2] / t.numel()
+                    self._pending64.append(torch.stack([p.to(torch.float64) for p in parts]))
         finally:
             if grad:
                 _set_grad(True)
+        if lane == 0:
+            self._numel32.append(t.numel())
+            index = self._n32
+            self._n32 += 1
+        else:
+            index = self._n64
+            self._n64 += 1
         slot = self._count
         self._count += 1
         self._where.append((lane, index))
@@ -104,7 +118,7 @@ class StatBuffer:
         if ref is not None:
             self._cache[key] = (ref, version, slot)
         self._refs.append((ref, version))
-        if len(self._pending32) >= 4 * _BATCH:
+        if self._n32 - self._merged32 >= _BATCH:
             self._merge()
         return slot
 
@@ -113,9 +127,17 @@ class StatBuffer:
         self._cache.pop(id(t), None)
 
     def _merge(self) -> None:
+        with torch.no_grad():   # a 0-dim tensor's scalars are the tensor itself, which may require grad
+            self._merge_pending()
+
+    def _merge_pending(self) -> None:
         if self._pending32:
-            self._batches32.append(torch.stack(self._pending32).view(-1, 4))
+            rows = torch.stack(self._pending32).view(-1, 4)
+            rows[:, 2].div_(torch.tensor(self._numel32, dtype=torch.float32, device=rows.device))  # Sum -> Mean
+            self._batches32.append(rows)
             self._pending32 = []
+            self._numel32 = []
+            self._merged32 = self._n32
         if self._pending64:
             self._batches64.append(torch.stack(self._pending64))
             self._pending64 = []
@@ -128,41 +150,61 @@ class StatBuffer:
         return joined.cpu().tolist()
 
     def collect(self) -> List[Optional[List[float]]]:
-        """All slots as [Max, Min, Mean, Norm, zero_count, nan_count, inf_count] host lists (one transfer per lane)."""
+        """All slots as [Max, Min, Mean, Norm, zero_count, nan_count, inf_count] host lists (one transfer per lane,
+        one more per device for the counts)."""
         self._merge()
         lanes = (self._host(self._batches32), self._host(self._batches64))
-        out: List[Optional[List[float]]] = []
+        rows = [lanes[lane][index] for lane, index in self._where]
         with torch.no_grad():
-            for slot, (lane, index) in enumerate(self._where):
-                row = lanes[lane][index]
-                out.append(row + self._counts(slot, row))
+            counts = self._counts(rows)
         self.reset()
-        return out
+        return [row + c for row, c in zip(rows, counts)]
 
-    def _counts(self, slot: int, row: List[float]) -> List[Optional[int]]:
-        """[zero_count, nan_count, inf_count], counted from the live tensor when it is still alive and unchanged.
+    def _counts(self, rows: List[List[float]]) -> List[List[Optional[int]]]:
+        """[zero_count, nan_count, inf_count] per slot, counted from the live tensor when it is still alive and
+        unchanged.
 
         NaN/Inf counts are exactly 0 when Max and Min are finite; otherwise, and for the zero count, the tensor is
         needed: a tensor freed or changed before the step ended gets null (unknown). This keeps per-tensor work in
-        the hot path at three kernels."""
-        finite = math.isfinite(row[0]) and math.isfinite(row[1])
-        ref, version = self._refs[slot]
-        t = ref() if ref is not None else None
-        if t is None or t._version != version or t.is_meta:
-            return [None, 0, 0] if finite else [None, None, None]
-        if t.is_complex():
-            t = t.abs()
-        zeros = t.numel() - int(torch.count_nonzero(t))
-        if finite:
-            return [zeros, 0, 0]
-        return [zeros, int(torch.isnan(t).sum()), int(torch.isinf(t).sum())]
+        the hot path at three kernels. The counting kernels' results stay on the device and are read back together
+        (one transfer per device, never one host sync per tensor)."""
+        out: List[List[Optional[int]]] = []
+        pending: Dict[Any, List[torch.Tensor]] = {}     # device -> 0-dim count tensors
+        fill: List[Tuple[List[Optional[int]], int, Any, int, int]] = []  # (row, numel, device, first, n)
+        for slot, row in enumerate(rows):
+            finite = math.isfinite(row[0]) and math.isfinite(row[1])
+            ref, version = self._refs[slot]
+            t = ref() if ref is not None else None
+            if t is None or t._version != version or t.is_meta:
+                out.append([None, 0, 0] if finite else [None, None, None])
+                continue
+            if t.is_complex():
+                t = t.abs()
+            res: List[Optional[int]] = [None, 0, 0]
+            out.append(res)
+            dev = pending.setdefault(t.device, [])
+            fill.append((res, t.numel(), t.device, len(dev), 1 if finite else 3))
+            dev.append(torch.count_nonzero(t))
+            if not finite:
+                dev.append(torch.isnan(t).sum())
+                dev.append(torch.isinf(t).sum())
+        host = {d: torch.stack(ts).cpu().tolist() for d, ts in pending.items()}
+        for res, numel, dev, first, n in fill:
+            vals = host[dev]
+            res[0] = numel - int(vals[first])
+            if n == 3:
+                res[1] = int(vals[first + 1])
+                res[2] = int(vals[first + 2])
+        return out
 
     def reset(self) -> None:
         self._pending32: List[torch.Tensor] = []
+        self._numel32: List[int] = []      # numel of each pending float32 row (its Sum becomes the Mean)
         self._pending64: List[torch.Tensor] = []
         self._batches32: List[torch.Tensor] = []
         self._batches64: List[torch.Tensor] = []
         self._n32 = 0
+        self._merged32 = 0                   # rows of lane 0 already stacked into a batch
         self._n64 = 0
         self._count = 0
         self._where: List[Tuple[int, int]] = []              # slot -> (lane, row in lane)

@@ -13,6 +13,7 @@ _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _DTYPE_NAMES: dict = {}
+_STRIDED = torch.strided
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -40,8 +41,17 @@ class ItemMaker:
         self.summary_mode = summary_mode
         self.on_stats = on_stats        # (item, tensor) -> None: schedules Max/Min/Mean/Norm
         self.on_save = on_save          # (item, tensor, key) -> None: schedules a .pt file
+        # statistics only: no checksum, no saved tensor (tensor_item's short path)
+        self.fast = (task == "statistics" and summary_mode == "statistics" and not self.tensor_list)
 
     def tensor_item(self, t: torch.Tensor, key: str, save: bool = False) -> dict:
+        if (self.fast and type(t) in _PLAIN and not save and t.layout is _STRIDED
+                and not t.is_meta and t.numel()):
+            # the common case in one dict literal (statistics task, plain dense tensor with data, nothing saved)
+            item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": list(t.shape),
+                    "Max": None, "Min": None, "Mean": None, "Norm": None, "requires_grad": t.requires_grad}
+            self.on_stats(item, t)
+            return item
         t = _local(t)
         item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
         data = is_summarisable(t)

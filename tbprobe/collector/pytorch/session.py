@@ -23,7 +23,8 @@ from tbprobe.collector.recorder import StackInterner, StepRecord
 __all__ = ["Session", "BackwardTracker"]
 
 _TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN_CODE: Dict[Any, bool] = {}   # code object -> whether it is tbprobe's own (left out of stacks)
+_OWN_CODE: Dict[int, bool] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
+_CODES: Dict[int, Any] = {}       # id(code object) -> the code object
 
 
 class BackwardTracker:
@@ -235,19 +236,23 @@ class Session:
         if not self.want_stack:
             return
         frame = sys._getframe(skip)
-        frames = []
+        key = []
         own = _OWN_CODE
         while frame is not None:
             code = frame.f_code
-            mine = own.get(code)
+            mine = own.get(id(code))
             if mine is None:   # tbprobe's own frames are left out; decided once per code object
-                mine = own[code] = code.co_filename.startswith(_TBPROBE_DIR)
+                mine = code.co_filename.startswith(_TBPROBE_DIR)
+                own[id(code)] = mine
+                _CODES[id(code)] = code   # kept alive, so its id is never reused by another code object
             if not mine:
-                frames.append((code, frame.f_lineno))
+                key.append(id(code))
+                key.append(frame.f_lineno)
             frame = frame.f_back
-        # the key is the chain of code locations; lines are formatted once per unique stack
-        key = tuple(frames)
-        self.record.stack_of[name] = self.stacks.intern(key, lambda: _format_stack(frames))
+        # The key is the chain of code locations as plain ints (hashing code objects costs ~10x more); the lines
+        # are formatted once per unique stack.
+        k = tuple(key)
+        self.record.stack_of[name] = self.stacks.intern(k, lambda: _format_stack(k))
 
     def track_backward(self, name: str, is_module: bool, inputs: Sequence[Any], outputs: Sequence[Any],
                        parent: Optional[str] = None) -> None:
@@ -347,9 +352,11 @@ class _InHook:
         self.tr.on_in_grad(self.i, grad)
 
 
-def _format_stack(frames) -> List[str]:
+def _format_stack(key: tuple) -> List[str]:
+    """Lines of a stack key (id(code), lineno, id(code), lineno, ...), innermost first."""
     lines = []
-    for code, lineno in frames:
+    for i in range(0, len(key), 2):
+        code, lineno = _CODES[key[i]], key[i + 1]
         src = linecache.getline(code.co_filename, lineno).strip()
         lines.append(f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {src}")
     return lines

@@ -8,7 +8,7 @@ from typing import List, Optional
 from tbprobe import __version__
 from tbprobe.errors import TbprobeError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "run"]
 
 # Modules that contribute sub-commands; each has `register(subparsers) -> None`. A missing one is skipped so a
 # partial install still runs the rest.
@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = build_parser()
+def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> int:
+    """Parse, dispatch to the chosen sub-command, and turn user errors into one line and exit code 2."""
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -52,3 +52,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         print("tbprobe: interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run(build_parser(), argv)

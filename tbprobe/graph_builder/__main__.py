@@ -3,19 +3,14 @@ without loading the other parts' command modules)."""
 import argparse
 import sys
 
-from tbprobe.errors import TbprobeError
+from tbprobe.cli import run
 from tbprobe.graph_builder.cli import register
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tbprobe.graph_builder")
     register(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
-    args = parser.parse_args()
-    try:
-        return int(args.func(args) or 0)
-    except TbprobeError as exc:
-        print(f"tbprobe: error: {exc}", file=sys.stderr)
-        return 2
+    return run(parser)
 
 
 if __name__ == "__main__":

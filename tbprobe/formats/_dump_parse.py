@@ -9,7 +9,7 @@ Two ways to take the "data" object:
   every entry of a file in another layout, go through the full decoder, so a truncated file is always found here.
 """
 import json
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from tbprobe.errors import FormatError
 from tbprobe.formats._json_stream import WS, Stream, json_type, scan_key, scan_value
@@ -61,12 +61,11 @@ def parse_dump(s: Stream, lazy: bool) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     return top, entries
 
 
-def _data_eager(s: Stream, entries: Dict[str, dict]) -> None:
-    """Decode the "data" object. Fast path: cut the buffer at the last `,\n  "` (an entry boundary in the
-    reference's layout and in ours) and decode everything before it in one C call, which also shares the key
-    strings across those entries. If that text is not exactly a list of members (another layout), fall back to
-    decoding one entry at a time for the rest of the file."""
-    fast = True
+def _walk_members(s: Stream, fast_chunk: Optional[Callable[[int, int], bool]],
+                  take_one: Callable[[str, dict, int], None]) -> None:
+    """Walk the members of the "data" object, whose values must be objects. While `fast_chunk(start, cut)` takes
+    the whole entries up to the last `,\n  "` in the buffer (and returns True), no entry is decoded one by one; once
+    it declines, the rest goes one entry at a time through `take_one(name, entry, start)`."""
     first = True
     while True:
         c = s.skip_ws()
@@ -81,23 +80,41 @@ def _data_eager(s: Stream, entries: Dict[str, dict]) -> None:
         first = False
         if c != '"':
             s.fail("expected an entry name")
-        if fast:
+        if fast_chunk is not None:
             cut = s.buf.rfind(SEP, s.pos)
             if cut > s.pos:
-                chunk = _try_members(s.buf, s.pos, cut)
-                if chunk is not None:
-                    entries.update(chunk)
+                if fast_chunk(s.pos, cut):
                     s.pos = cut
                     continue
-                fast = False
+                fast_chunk = None
         name = s.decode(scan_key)
         s.expect(":", "':'")
         s.skip_ws()
         start = s.absolute(s.pos)  # decode may read more and shift the buffer
         entry = s.decode(scan_value)
+        start -= s.dropped_chars
         if type(entry) is not dict:
-            s.fail(f'entry "{name}" must be an object, found {json_type(entry)}', start - s.dropped_chars)
+            s.fail(f'entry "{name}" must be an object, found {json_type(entry)}', start)
+        take_one(name, entry, start)
+
+
+def _data_eager(s: Stream, entries: Dict[str, dict]) -> None:
+    """Decode the "data" object. Fast path: cut the buffer at the last `,\n  "` (an entry boundary in the
+    reference's layout and in ours) and decode everything before it in one C call, which also shares the key
+    strings across those entries. If that text is not exactly a list of members (another layout), fall back to
+    decoding one entry at a time for the rest of the file."""
+
+    def fast_chunk(start: int, cut: int) -> bool:
+        chunk = _try_members(s.buf, start, cut)
+        if chunk is None:
+            return False
+        entries.update(chunk)
+        return True
+
+    def take_one(name: str, entry: dict, start: int) -> None:
         entries[name] = entry
+
+    _walk_members(s, fast_chunk, take_one)
 
 
 def _try_members(buf: str, start: int, cut: int) -> Optional[Dict[str, dict]]:
@@ -123,37 +140,15 @@ def _reference_layout(s: Stream) -> bool:
 
 
 def _data_lazy(s: Stream, raw: Dict[str, str]) -> None:
-    fast = _reference_layout(s)
-    first = True
-    while True:
-        c = s.skip_ws()
-        if c == "}" and first:
-            s.pos += 1
-            return
-        if not first:
-            s.expect(",}", "',' or '}' between entries")
-            if s.buf[s.pos - 1] == "}":
-                return
-            c = s.skip_ws()
-        first = False
-        if c != '"':
-            s.fail("expected an entry name")
-        if fast:
-            cut = s.buf.rfind(SEP, s.pos)
-            if cut > s.pos:
-                _split_members(s, s.pos, cut, raw)
-                s.pos = cut
-                continue
-        name = s.decode(scan_key)
-        s.expect(":", "':'")
-        s.skip_ws()
-        start = s.absolute(s.pos)
-        entry = s.decode(scan_value)
-        start -= s.dropped_chars
-        if type(entry) is not dict:
-            s.fail(f'entry "{name}" must be an object, found {json_type(entry)}', start)
+    def fast_chunk(start: int, cut: int) -> bool:
+        _split_members(s, start, cut, raw)
+        return True
+
+    def take_one(name: str, entry: dict, start: int) -> None:
         # The same form _split_members stores; the name is re-encoded because reading more may have dropped it.
         raw[name] = json.dumps(name)[1:] + ": " + s.buf[start:s.pos]
+
+    _walk_members(s, fast_chunk if _reference_layout(s) else None, take_one)
 
 
 def _split_members(s: Stream, start: int, cut: int, raw: Dict[str, str]) -> None:

@@ -3,7 +3,7 @@
 The public API is small on purpose. Heavy imports (torch) happen only when a name that needs
 them is first used, so that TensorBoard can load the plugin without importing torch.
 """
-from typing import Any
+from tbprobe._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -20,13 +20,4 @@ _LAZY = {
     "TrainerMon": ("tbprobe.monitor", "TrainerMon"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module_name, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module_name), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tbprobe' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

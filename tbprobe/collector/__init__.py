@@ -4,21 +4,13 @@ Core (no framework import): config, naming, filters, recorder, writer, events, l
 PyTorch adapter: tbprobe.collector.pytorch. torch is imported only when PrecisionDebugger or seed_all is first
 used, so `tbprobe config check` and the CLI start without it.
 """
-from typing import Any
+from tbprobe._lazy import lazy_exports
 
 __all__ = ["PrecisionDebugger", "seed_all"]
 
 _LAZY = {
-    "PrecisionDebugger": "tbprobe.collector.pytorch.debugger",
-    "seed_all": "tbprobe.collector.pytorch.seed",
+    "PrecisionDebugger": ("tbprobe.collector.pytorch.debugger", "PrecisionDebugger"),
+    "seed_all": ("tbprobe.collector.pytorch.seed", "seed_all"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tbprobe.collector' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -3,7 +3,7 @@ per rank, with anomaly detection and a CSV export in the reference monitor's lay
 
 Names that need torch load on first use, so the TensorBoard plugin can read monitor tags without torch.
 """
-from typing import Any
+from tbprobe._lazy import lazy_exports
 
 __all__ = ["TrainerMon", "MonitorConfig", "load_config"]
 
@@ -13,13 +13,4 @@ _LAZY = {
     "load_config": ("tbprobe.monitor.config", "load_config"),
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module_name, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module_name), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tbprobe.monitor' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -13,6 +13,8 @@ __all__ = ["HealthEvents", "events_dir"]
 
 log = logging.getLogger("tbprobe.collector")
 
+FLUSH_SECS = 2.0   # health events reach the file at most this late (and at close)
+
 
 def events_dir(dump_path: str) -> str:
     return os.path.join(os.path.normpath(dump_path) + "_tb", "events")
@@ -22,6 +24,7 @@ class HealthEvents:
     def __init__(self, dump_path: str) -> None:
         self.dump_path = dump_path
         self._writers: Dict[str, object] = {}
+        self._flushed: Dict[str, float] = {}
         self.available = True
 
     def write(self, rank_dir: str, step: int, health: Dict[str, float]) -> None:
@@ -40,7 +43,11 @@ class HealthEvents:
             self._writers[rank_dir] = w
         values = [summary_pb2.Summary.Value(tag=f"tbprobe/{k}", simple_value=float(v)) for k, v in health.items()]
         w.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)))
-        w.flush()
+        # a flush per step costs more than a small training step's share; TensorBoard polls every few seconds
+        now = time.monotonic()
+        if now - self._flushed.get(rank_dir, 0.0) >= FLUSH_SECS:
+            self._flushed[rank_dir] = now
+            w.flush()
 
     def close(self) -> None:
         for w in self._writers.values():

@@ -240,3 +240,50 @@ def test_data_mode_input_and_extra_info_off(tmp_path):
     dbg.close()
     r = dump_of(tmp_path / "b")
     assert r["stack"] == {} and r["construct"] == {} and "Module.fc1.Linear.forward.0" in r["dump"]["data"]
+
+
+def test_in_place_changes_after_a_hook_do_not_reach_the_recorded_values(tmp_path):
+    """Small tensors are copied when their hook ends and reduced later: a module output changed in place by the
+    caller, and parameter gradients clipped in place after backward, keep the values their hooks saw."""
+    torch.manual_seed(3)
+    lin = torch.nn.Linear(4, 4)
+    model = torch.nn.Sequential(lin)
+    x = torch.randn(2, 4)
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0])
+    dbg.start(model=model)
+    out = model(x)
+    expect_out = out.detach().clone()
+    out.mul_(1000.0)                                   # the caller changes the recorded output in place
+    out.sum().backward()
+    expect_grad = lin.weight.grad.clone()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)   # scales every gradient in place
+    assert lin.weight.grad.abs().max() < expect_grad.abs().max()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    fwd = data["Module.0.Linear.forward.0"]["output"][0]
+    assert fwd["Max"] == expect_out.max().item() and fwd["Min"] == expect_out.min().item()
+    grads = data["Module.0.Linear.parameters_grad.0"]["weight"][0]
+    assert grads["Max"] == expect_grad.max().item() and grads["Min"] == expect_grad.min().item()
+
+
+def test_async_dump_and_precision_keys_take_effect(tmp_path):
+    import torch.nn as nn
+
+    for async_dump, precision in ((False, "low"), (True, "high")):
+        out = tmp_path / f"a{int(async_dump)}"
+        cfg = {"task": "statistics", "dump_path": str(out / "dump"), "level": "L0", "step": [0, 1],
+               "async_dump": async_dump, "precision": precision}
+        (tmp_path / "c.json").write_text(json.dumps(cfg))
+        dbg = PrecisionDebugger(config_path=str(tmp_path / "c.json"))
+        assert dbg.session.stats.low_precision is (precision == "low")
+        model = nn.Sequential(nn.Linear(3, 2))
+        dbg.start(model=model)
+        model(torch.randn(4, 3)).sum().backward()
+        dbg.stop()
+        dbg.step()
+        if not async_dump:    # synchronous: complete on return, before close()
+            assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")
+        dbg.close()
+        assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")

@@ -125,3 +125,16 @@ def test_statistics_never_touch_autograd():
     assert y._version == version and y.grad_fn.name() == "MulBackward0"
     y.sum().backward()
     assert torch.equal(x.grad, torch.full((6,), 2.0))
+
+
+def test_precision_low_keeps_half_tensors_in_their_own_dtype():
+    t = (torch.randn(300) * 50).to(torch.float16)
+    high = StatBuffer()
+    low = StatBuffer(low_precision=True)
+    (h,) = (high.add(t), high.collect())[1]
+    (lo,) = (low.add(t), low.collect())[1]
+    assert h[:2] == lo[:2] == [t.max().item(), t.min().item()]                  # exact either way
+    assert h[3] == torch.linalg.vector_norm(t.float()).item()
+    assert lo[3] == torch.linalg.vector_norm(t).item()                            # rounded to float16
+    assert lo[3] == float(torch.tensor(h[3]).to(torch.float16)) or math.isclose(lo[3], h[3], rel_tol=1e-3)
+    assert lo[2] == (t.sum().float() / 300).item() and math.isclose(lo[2], h[2], rel_tol=1e-2, abs_tol=1e-2)

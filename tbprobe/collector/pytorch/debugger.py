@@ -67,6 +67,7 @@ class PrecisionDebugger:
         self.live_graph = live_graph
         self.live_graph_interval = live_graph_interval
         self._live_at = -1e9
+        self._live_skipped: Optional[tuple] = None   # (out_dir, step) of a written step the live graph lacks
         self._closing = False
         self._step_open = False
         self._finished = False
@@ -105,7 +106,8 @@ class PrecisionDebugger:
             self._dist.exit()
 
     def step(self) -> None:
-        """Finish the current step: its files are written in the background; the step counter advances."""
+        """Finish the current step and advance the step counter. Its files are written by a background thread;
+        with async_dump false (the reference's default) step() returns once they are on disk, with true at once."""
         if self.session.active:
             self.stop()
         if self._step_open:
@@ -114,6 +116,8 @@ class PrecisionDebugger:
                 record, values = self.session.end_step()
                 record.errors = self.guard.total
                 self._writer.submit(record, values, self._rank_dir())
+                if not self.config.async_dump:
+                    self._writer.flush()    # async_dump false: the step's files are complete when step() returns
             except Exception as exc:
                 self.guard.report("step end", exc)
         self.current_step += 1
@@ -227,13 +231,20 @@ class PrecisionDebugger:
         # The live graph costs about as much as a small step to build: at most one rebuild per interval (and the
         # last step at close), so the writer keeps up with fast steps.
         now = time.monotonic()
-        if self._live is not None and (newest or self._closing) and (
-                self._closing or now - self._live_at >= self.live_graph_interval):
+        if self._live is None:
+            return
+        if (newest or self._closing) and (self._closing or now - self._live_at >= self.live_graph_interval):
             self._live_at = now
-            try:
-                self._live.update(out_dir, step)
-            except Exception as exc:
-                self.guard.report("live graph", exc)
+            self._live_skipped = None
+            self._update_live(out_dir, step)
+        else:
+            self._live_skipped = (out_dir, step)     # brought in at close if no later step is
+
+    def _update_live(self, out_dir: str, step: int) -> None:
+        try:
+            self._live.update(out_dir, step)
+        except Exception as exc:
+            self.guard.report("live graph", exc)
 
     def _finish(self, message: Optional[str]) -> None:
         if self._finished:
@@ -247,6 +258,9 @@ class PrecisionDebugger:
             self._modules.detach()
         if self._writer is not None:
             self._writer.close()
+        if self._live is not None and self._live_skipped is not None:
+            self._update_live(*self._live_skipped)
+            self._live_skipped = None
         if self._events is not None:
             self._events.close()
         if self._live is not None:

@@ -150,7 +150,7 @@ class Session:
         self.stacks = stacks
         self.filter = NameFilter(cfg)
         self.counters = Counters()
-        self.stats = StatBuffer()
+        self.stats = StatBuffer(low_precision=cfg.precision == "low")
         self.items = ItemMaker(cfg.task, cfg.summary_mode, self._schedule_stats, self._schedule_save,
                                cfg.tensor_list)
         self.want_stack = cfg.extra_info

@@ -16,13 +16,14 @@ import torch
 
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
 
-_FLOAT_COMPUTE = (torch.float16, torch.bfloat16, torch.float64)  # mean/norm of these are computed in float32
 _BATCH = 2048
 _grad_enabled = torch.is_grad_enabled
 _F32 = torch.float32
 _aminmax = torch.aminmax
 _vector_norm = torch.linalg.vector_norm
-_set_grad = torch._C._set_grad_enabled  # vectors kept as separate device tensors before they are concatenated into one
+_set_grad = torch._C._set_grad_enabled
+_HALF = (torch.float16, torch.bfloat16)
+_LANE32 = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def is_summarisable(t: torch.Tensor) -> bool:
@@ -36,14 +37,16 @@ def is_summarisable(t: torch.Tensor) -> bool:
     return True
 
 
-def _scalars(t: torch.Tensor) -> List[torch.Tensor]:
+def _scalars(t: torch.Tensor, low: bool = False) -> List[torch.Tensor]:
     """[Max, Min, Sum, Norm] of `t` as four 0-dim device tensors: aminmax, sum and vector_norm (three kernels;
     the stacking of all of a step's scalars is one more kernel per batch, not per tensor). The Sum becomes the Mean
     by one division per batch (`_merge`): torch's own float32 mean is that sum divided by numel, bit for bit, and
     a sum kernel costs less than half a mean kernel on small tensors.
 
     Callers hold no_grad. Max/Min keep the tensor's dtype (converted exactly when stacked); Mean/Norm of
-    integer, half and float64 tensors are computed in float32, as REFERENCE.md s1 says."""
+    integer, half and float64 tensors are computed in float32, as REFERENCE.md s1 says (config precision "high").
+    With precision "low", half tensors' Sum and Norm stay in their own dtype (cheaper on an accelerator, and
+    they can round or overflow: what "low" asks for)."""
     dt = t.dtype
     if dt == torch.float32:
         if t.dim() == 0:  # the reference writes the value itself for all four statistics of a 0-dim tensor
@@ -59,7 +62,12 @@ def _scalars(t: torch.Tensor) -> List[torch.Tensor]:
     if t.dim() == 0:
         return [t, t, t, t]
     mn, mx = torch.aminmax(t)
-    tf = t if dt == torch.float32 else t.to(torch.float32)
+    if low and dt in _HALF:
+        return [mx, mn, t.sum(), torch.linalg.vector_norm(t)]
+    if dt in _HALF:
+        # accumulated in float32 without a float32 copy of the tensor
+        return [mx, mn, t.sum(dtype=torch.float32), torch.linalg.vector_norm(t, dtype=torch.float32)]
+    tf = t.to(torch.float32)
     return [mx, mn, tf.sum(), torch.linalg.vector_norm(tf)]
 
 
@@ -69,7 +77,8 @@ class StatBuffer:
     Two lanes: float32 scalars (almost every tensor; stacked once per batch) and float64 vectors (float64 and
     64-bit integer tensors, whose Max/Min need the width)."""
 
-    def __init__(self) -> None:
+    def __init__(self, low_precision: bool = False) -> None:
+        self.low_precision = low_precision     # config precision "low": see _scalars
         self.reset()
 
     def __len__(self) -> int:
@@ -90,8 +99,9 @@ class StatBuffer:
                 self._pending32 += (mx, mn, t.sum(), _vector_norm(t))
                 lane = 0
             else:
-                parts = _scalars(t)
-                lane = 0 if parts[0].dtype is _F32 and parts[2].dtype is _F32 else 1
+                parts = _scalars(t, self.low_precision)
+                # float32 and half scalars share the float32 lane (half converts exactly when stacked)
+                lane = 0 if parts[0].dtype in _LANE32 and parts[2].dtype in _LANE32 else 1
                 if lane == 0:
                     self._pending32 += parts
                 else:
@@ -132,7 +142,7 @@ class StatBuffer:
 
     def _merge_pending(self) -> None:
         if self._pending32:
-            rows = torch.stack(self._pending32).view(-1, 4)
+            rows = torch.stack(self._pending32).float().view(-1, 4)   # .float(): no-op unless all were half
             rows[:, 2].div_(torch.tensor(self._numel32, dtype=torch.float32, device=rows.device))  # Sum -> Mean
             self._batches32.append(rows)
             self._pending32 = []

@@ -138,3 +138,24 @@ def test_precision_low_keeps_half_tensors_in_their_own_dtype():
     assert lo[3] == torch.linalg.vector_norm(t).item()                            # rounded to float16
     assert lo[3] == float(torch.tensor(h[3]).to(torch.float16)) or math.isclose(lo[3], h[3], rel_tol=1e-3)
     assert lo[2] == (t.sum().float() / 300).item() and math.isclose(lo[2], h[2], rel_tol=1e-2, abs_tol=1e-2)
+
+
+def test_large_float32_norm_by_dot_matches_float64():
+    t = torch.randn(64, 512)              # large and contiguous: the dot path
+    row = (lambda b: (b.add(t), b.collect())[1][0])(StatBuffer())
+    assert math.isclose(row[3], t.double().norm().item(), rel_tol=1e-6)
+    assert math.isclose(row[2], t.double().mean().item(), rel_tol=1e-4, abs_tol=1e-7)
+    big = torch.full((1 << 15,), 1e20)
+    row = (lambda b: (b.add(big), b.collect())[1][0])(StatBuffer())
+    assert math.isinf(row[3]) and row[3] == torch.linalg.vector_norm(big).item()   # overflows as torch does
+
+
+def test_zero_count_known_without_the_tensor_when_zero_is_out_of_range():
+    pos = torch.rand(50) + 0.5
+    neg = -pos
+    mixed = torch.tensor([0.0, 1.0, -2.0, 0.0])
+    buf = StatBuffer()
+    slots = [buf.add(t) for t in (pos, neg, mixed)]
+    del pos, neg                   # freed before the step ends: the count is still exact
+    rows = buf.collect()
+    assert [rows[s][4:] for s in slots] == [[0, 0, 0], [0, 0, 0], [2, 0, 0]]

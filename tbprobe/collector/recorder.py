@@ -18,14 +18,21 @@ class StackInterner:
 
     def __init__(self) -> None:
         self._ids: Dict[Tuple, int] = {}
+        self._by_text: Dict[Tuple[str, ...], int] = {}
         self.lines: List[List[str]] = []
 
     def intern(self, key: Tuple, make_lines) -> int:
+        """The id of the stack `key` (any hashable); `make_lines()` formats it once. Two keys whose lines read the
+        same (two call sites on one source line) share an id."""
         sid = self._ids.get(key)
         if sid is None:
-            sid = len(self.lines)
+            lines = make_lines()
+            text = tuple(lines)
+            sid = self._by_text.get(text)
+            if sid is None:
+                sid = self._by_text[text] = len(self.lines)
+                self.lines.append(lines)
             self._ids[key] = sid
-            self.lines.append(make_lines())
         return sid
 
 

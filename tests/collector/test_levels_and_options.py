@@ -287,3 +287,27 @@ def test_async_dump_and_precision_keys_take_effect(tmp_path):
             assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")
         dbg.close()
         assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")
+
+
+def test_stack_lines_name_the_calling_source_line(tmp_path):
+    """Stacks are keyed by bytecode offsets and turned into lines once; the lines must still be the source lines."""
+    import inspect
+
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    x = torch.ones(3, requires_grad=True)
+    dbg.start()
+    here = inspect.currentframe().f_lineno
+    y = torch.exp(x); z = torch.exp(y)  # noqa: E702  two calls on one line: one stack entry
+    w = torch.sin(z)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    stacks = dump_of(tmp_path)["stack"]
+    by_name = {n: lines for names, lines in stacks.values() for n in names}
+    for name, line in (("Torch.exp.0.forward", here + 1), ("Torch.exp.1.forward", here + 1),
+                       ("Torch.sin.0.forward", here + 2)):
+        top = by_name[name][0]
+        assert top.startswith(f"File {__file__}, line {line}, in test_stack_lines_name_the_calling_source_line")
+    assert by_name["Torch.exp.0.forward"] is not None
+    same = [names for names, _ in stacks.values() if "Torch.exp.0.forward" in names][0]
+    assert "Torch.exp.1.forward" in same and w is not None

@@ -247,10 +247,11 @@ class Session:
                 _CODES[id(code)] = code   # kept alive, so its id is never reused by another code object
             if not mine:
                 key.append(id(code))
-                key.append(frame.f_lineno)
+                key.append(frame.f_lasti)
             frame = frame.f_back
-        # The key is the chain of code locations as plain ints (hashing code objects costs ~10x more); the lines
-        # are formatted once per unique stack.
+        # The key is the chain of code locations as plain ints (hashing code objects costs ~10x more): the bytecode
+        # offset, not f_lineno, which scans the code's line table on every read; lines are worked out once per
+        # unique stack.
         k = tuple(key)
         self.record.stack_of[name] = self.stacks.intern(k, lambda: _format_stack(k))
 
@@ -352,11 +353,19 @@ class _InHook:
         self.tr.on_in_grad(self.i, grad)
 
 
+def _line_of(code: Any, lasti: int) -> int:
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line if line is not None else code.co_firstlineno
+    return code.co_firstlineno
+
+
 def _format_stack(key: tuple) -> List[str]:
-    """Lines of a stack key (id(code), lineno, id(code), lineno, ...), innermost first."""
+    """Lines of a stack key (id(code), bytecode offset, id(code), offset, ...), innermost first."""
     lines = []
     for i in range(0, len(key), 2):
-        code, lineno = _CODES[key[i]], key[i + 1]
+        code = _CODES[key[i]]
+        lineno = _line_of(code, key[i + 1])
         src = linecache.getline(code.co_filename, lineno).strip()
         lines.append(f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {src}")
     return lines

@@ -65,6 +65,7 @@ class VisDbWriter:
 
     def __init__(self, out_path: PathLike, sync: bool = True, page_size: Optional[int] = None):
         self.sync = sync
+        self.indexed = False
         self.path = Path(out_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
@@ -118,6 +119,14 @@ class VisDbWriter:
         """tbprobe_edges rows: (graph_id, src, dst, dst_slot)."""
         self._db().executemany(INSERT_EDGE, rows)
 
+    def create_indexes(self) -> None:
+        """Build the indexes now instead of at close (rows added later update them as they go in): a caller that
+        has to wait anyway (for another process's rows) can get most of the index work done meanwhile."""
+        if not self.indexed:
+            for stmt in INDEX_STATEMENTS:
+                self._db().execute(stmt)
+            self.indexed = True
+
     def set_meta(self, key: str, value: Any) -> None:
         """An extra tbprobe_meta row (schema_version, writer and created are written by close)."""
         self.meta[key] = value if isinstance(value, str) else json.dumps(value)
@@ -126,8 +135,9 @@ class VisDbWriter:
         """Build the indexes, commit, switch to WAL and rename into place. Returns the final path."""
         conn = self._db()
         try:
-            for stmt in INDEX_STATEMENTS:
-                conn.execute(stmt)
+            if not self.indexed:
+                for stmt in INDEX_STATEMENTS:
+                    conn.execute(stmt)
             conn.executemany(INSERT_META, meta_rows(self.meta))
             conn.execute("COMMIT")
             conn.execute("PRAGMA journal_mode=WAL")

@@ -51,6 +51,30 @@ def _to_backward(name: str) -> Optional[str]:
     return None
 
 
+def _inplace_parent(name: str, parent: str, parents: Mapping[str, Optional[str]]) -> Optional[str]:
+    """The parent a module backward call `X.<attr>.<Class>.backward.k` should have when its recorded parent is
+    not the module `X` itself (`X.<Class>.backward.j`): the backward twin of its forward twin's parent (None,
+    the root, when that forward call had no parent), as long as that node exists; else the recorded parent."""
+    m = _MODULE_CALL.match(name)
+    if not m or m.group(2) != "backward":
+        return parent
+    parts = name.split(".")
+    up_parts = parent.split(".")
+    if len(parts) < 5 or len(up_parts) < 4 or parts[:-4] == up_parts[:-3]:
+        return parent
+    twin = f"{m.group(1)}.forward.{m.group(3)}"
+    if twin not in parents:
+        return parent
+    forward_parent = parents.get(twin)
+    if not forward_parent:
+        return None
+    p = _MODULE_CALL.match(forward_parent)
+    if not p or p.group(2) != "forward":
+        return parent
+    candidate = f"{p.group(1)}.backward.{p.group(3)}"
+    return candidate if candidate in parents else parent
+
+
 def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
                 parents: Mapping[str, Optional[str]], stacks_by_name: Optional[Mapping[str, Sequence[str]]] = None,
                 micro_steps: Optional[Mapping[str, int]] = None) -> Graph:
@@ -77,7 +101,14 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
     for name in order:
         parent_of[name] = parents.get(name) or None
 
-    # 2. backward nodes with no parent take the backward twin of their forward twin's parent
+    # 2. a module's backward call recorded under a module that cannot hold it (in-place modules such as
+    # ReLU(inplace=True) fire no backward hook, so the calls after them land under them) takes the backward
+    # twin of its forward twin's parent; then backward nodes with no parent take the same
+    for name, parent in parent_of.items():
+        if parent is not None and ".backward." in name:
+            fixed = _inplace_parent(name, parent, parents)
+            if fixed is not parent:
+                parent_of[name] = fixed
     for name, parent in parent_of.items():
         if parent is None and is_backward(name):
             twin = forward_twin(name)

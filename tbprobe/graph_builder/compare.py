@@ -8,6 +8,7 @@ import math
 import re
 from typing import Callable, Dict, List, Optional, Tuple
 
+from tbprobe.graph_builder.fast_path import compare_stats
 from tbprobe.graph_builder.items import data_text, fields_text, flatten_entry, is_tensor_item, item_text
 from tbprobe.graph_builder.metrics import (
     STAT_FIELDS,
@@ -44,6 +45,8 @@ MSG_DTYPE = "error: The dtype of NPU differs from that of the bench."
 MSG_SHAPE = "error: The shape of NPU differs from that of the bench."
 MSG_GRAD = "error: requires_grad of NPU differs from that of the bench."
 MSG_SCALAR = "error: The value of a non-tensor argument differs from that of the bench."
+# the messages of the statistics fast path (fast_path.compare_stats), in the order it takes them
+_FAST_MSGS = (MSG_DTYPE, MSG_SHAPE, MSG_GRAD, MSG_INF, MSG_SCALAR, MSG_NORM_ERR, MSG_NORM_WARN)
 
 # (debug node name, param key suffix) -> (tensor fields, message) computed in the process pool
 TensorLookup = Callable[[str], Optional[Tuple[Dict[str, str], Optional[str]]]]
@@ -195,6 +198,17 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
                     mode: str, tensor_lookup: Optional[TensorLookup] = None, bench_texts: bool = False) -> Compared:
     """Compare two dump entries (the debug node's and the bench node's). With `bench_texts`, the bench node's
     row texts are made from the same flattened items (saves flattening its entry a second time)."""
+    api = api_base_name(debug_name)
+    short = api.rsplit(".", 1)[-1] if api else ""
+    exempt = bool(api and _EXEMPT.match(short))
+    placeholder = short in _PLACEHOLDER_INPUTS
+    if mode == "statistics" and debug_entry and bench_entry:
+        fast = compare_stats(debug_name, debug_entry, bench_name, bench_entry, exempt, placeholder, _FAST_MSGS,
+                             bench_texts)
+        if fast is not None:
+            res = Compared(*fast[:5])
+            res.bench_texts = fast[5]
+            return res
     with_md5 = mode == "md5"
     d_in, d_out = flatten_entry(debug_name, debug_entry)
     if mode == "structure" or (not d_in and not d_out):
@@ -210,10 +224,6 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
     for k, v in b_out:
         b_map[k[cut_b:]] = v
     cut_d = len(debug_name) + 1
-    api = api_base_name(debug_name)
-    short = api.rsplit(".", 1)[-1] if api else ""
-    exempt = bool(api and _EXEMPT.match(short))
-    placeholder = short in _PLACEHOLDER_INPUTS
 
     items: List[_Item] = []
     members_in: List[Tuple[str, object]] = []

@@ -9,7 +9,7 @@ import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["flatten_entry", "item_strings", "to_str", "is_tensor_item", "scalar_md5", "item_text", "fields_text",
-           "data_text"]
+           "data_text", "is_std_item", "std_text"]
 
 Pair = Tuple[str, Optional[dict]]
 
@@ -161,6 +161,27 @@ _SCALAR_TEMPLATE = ('"type": %s, "value": "%s", "data_name": "-1", "requires_gra
                     '"Min": "%s", "Mean": "%s", "Norm": "%s", "dtype": "<class %s>", "shape": "[]"')
 
 
+def is_std_item(item: dict) -> bool:
+    """The common statistics tensor item: exactly the eight keys, in the reference's order, string type/dtype."""
+    return len(item) == 8 and tuple(item) == _STD_KEYS and type(item["type"]) is str and \
+        type(item["dtype"]) is str
+
+
+def std_text(item: dict) -> str:
+    """item_text of an item for which is_std_item holds: one formatting operation."""
+    mx, mn, mean, norm = item["Max"], item["Min"], item["Mean"], item["Norm"]
+    shape = item["shape"]
+    return _STD_TEMPLATE % (
+        _enc(item["type"]), _enc(item["dtype"]),
+        # a list of ints prints with digits, commas and brackets only: nothing to escape
+        '"' + str(shape) + '"' if type(shape) is list else _jval(shape),
+        float.__repr__(mx) if type(mx) is float else to_str(mx),
+        float.__repr__(mn) if type(mn) is float else to_str(mn),
+        float.__repr__(mean) if type(mean) is float else to_str(mean),
+        float.__repr__(norm) if type(norm) is float else to_str(norm),
+        "True" if item["requires_grad"] is True else to_str(item["requires_grad"]))
+
+
 def item_text(item: Optional[dict], with_md5: bool = False) -> str:
     """The fields of `item_strings(item)` as JSON object members (without the braces)."""
     if item is None:
@@ -174,19 +195,8 @@ def item_text(item: Optional[dict], with_md5: bool = False) -> str:
                 out = _SCALAR_TEMPLATE % (_enc(item["type"]), text, text, text, text, text, t.__name__)
                 return out + ', "md5": "' + scalar_md5(value) + '"' if with_md5 else out
         return fields_text(item_strings(item, with_md5))
-    if len(item) == 8 and tuple(item) == _STD_KEYS and type(item["type"]) is str and type(item["dtype"]) is str:
-        # the common statistics item: one formatting operation
-        mx, mn, mean, norm = item["Max"], item["Min"], item["Mean"], item["Norm"]
-        shape = item["shape"]
-        return _STD_TEMPLATE % (
-            _enc(item["type"]), _enc(item["dtype"]),
-            # a list of ints prints with digits, commas and brackets only: nothing to escape
-            '"' + str(shape) + '"' if type(shape) is list else _jval(shape),
-            float.__repr__(mx) if type(mx) is float else to_str(mx),
-            float.__repr__(mn) if type(mn) is float else to_str(mn),
-            float.__repr__(mean) if type(mean) is float else to_str(mean),
-            float.__repr__(norm) if type(norm) is float else to_str(norm),
-            "True" if item["requires_grad"] is True else to_str(item["requires_grad"]))
+    if is_std_item(item):
+        return std_text(item)
     parts = [_key(k) + _jval(v) for k, v in item.items()]
     if "data_name" not in item:
         parts.append('"data_name": "-1"')

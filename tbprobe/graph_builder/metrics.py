@@ -87,9 +87,14 @@ def load_array(path: str):
     """A dumped tensor as a float64 numpy array (.npy directly, .pt through torch)."""
     import numpy as np
 
+    arr = None
     if path.endswith(".npy"):
         arr = np.load(path, allow_pickle=False)
     else:
+        from tbprobe.graph_builder.pt_reader import read_pt
+
+        arr = read_pt(path)  # the common case without torch (seconds of import per worker)
+    if arr is None:
         import torch  # only tensor mode needs torch; imported lazily to keep `tbprobe graph` start-up fast
 
         t = torch.load(path, map_location="cpu", weights_only=True)

@@ -5,6 +5,7 @@ reference does); `node_row` then makes one tb_nodes row from a node and the JSON
 import json
 from typing import Dict, List, Tuple
 
+from tbprobe.graph_builder.fast_path import entry_texts
 from tbprobe.graph_builder.items import data_text, flatten_entry, item_text
 from tbprobe.graph_builder.model import Graph, Node
 
@@ -44,6 +45,9 @@ def node_texts(node: Node, entry, with_md5: bool) -> Tuple[str, str]:
     """input_data / output_data JSON text of a node's own dump entry (no compare fields)."""
     if not entry:
         return "{}", "{}"
+    texts = entry_texts(node.name, entry, with_md5)
+    if texts is not None:
+        return texts
     ins, outs = flatten_entry(node.name, entry)
     return (data_text([(k, item_text(v, with_md5)) for k, v in ins]),
             data_text([(k, item_text(v, with_md5)) for k, v in outs]))

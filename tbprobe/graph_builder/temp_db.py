@@ -1,5 +1,6 @@
 """Temporary per-process databases: a worker (a rank job, or the helper sharing one rank's work) writes its rows
 to disk as it makes them, and the parent streams them into the real file; nobody holds a rank in memory."""
+import contextlib
 import json
 import sqlite3
 from typing import Dict, Optional
@@ -53,10 +54,58 @@ class RankDb:
         self.conn.close()
 
 
-def copy_nodes(path: str, sink, linked: Optional[Dict[str, dict]] = None, col: int = 13) -> None:
-    """tb_nodes rows of a temporary database into `sink`, with matched_distributed patched from `linked`."""
+def _conn_of(sink) -> Optional[sqlite3.Connection]:
+    conn = getattr(sink, "conn", None)
+    return conn if isinstance(conn, sqlite3.Connection) and conn.in_transaction else None
+
+
+def _attached_copy(conn: sqlite3.Connection, path: str, statements, linked: Optional[Dict[str, dict]],
+                   col: int) -> None:
+    """Copy tables of the database at `path` into `conn`'s open transaction inside SQLite (ATTACH + INSERT ...
+    SELECT): no Python object per row, about 3x faster than fetching and re-inserting. ATTACH is not allowed
+    inside a transaction, so the sink's transaction is committed around it; the sinks are temporary files
+    without a journal, thrown away whole on failure, so that commit changes nothing a reader could see."""
+    conn.execute("COMMIT")
+    conn.execute("ATTACH DATABASE ? AS part", (path,))
+    try:
+        conn.execute("BEGIN")
+        for statement in statements:
+            conn.execute(statement)
+        if linked:
+            name = NODE_COLUMNS[col]
+            conn.executemany(f"UPDATE main.tb_nodes SET {name} = ? WHERE id = ?",
+                             [(json.dumps(info), row_id) for row_id, info in linked.items()])
+        conn.execute("COMMIT")
+    except BaseException:
+        # the sink is about to be thrown away: tidy up without hiding the original error
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            conn.execute("DETACH DATABASE part")
+        raise
+    conn.execute("DETACH DATABASE part")
+    conn.execute("BEGIN")
+
+
+_COPY_NODES = "INSERT INTO main.tb_nodes SELECT * FROM part.tb_nodes"
+_COPY_EXT = "INSERT OR REPLACE INTO main.tbprobe_node_ext SELECT * FROM part.tbprobe_node_ext"
+_COPY_REST = ("INSERT OR REPLACE INTO main.tb_stack SELECT * FROM part.tb_stack", _COPY_EXT,
+              "INSERT INTO main.tbprobe_edges SELECT * FROM part.tbprobe_edges",
+              "INSERT OR REPLACE INTO main.tbprobe_findings SELECT * FROM part.tbprobe_findings")
+
+
+def copy_nodes(path: str, sink, linked: Optional[Dict[str, dict]] = None, col: int = 13,
+               with_ext: bool = False) -> None:
+    """tb_nodes rows (and with `with_ext` the tbprobe_node_ext rows) of a temporary database into `sink`, with
+    matched_distributed patched from `linked`."""
+    conn_out = _conn_of(sink)
+    if conn_out is not None:
+        _attached_copy(conn_out, path, (_COPY_NODES, _COPY_EXT) if with_ext else (_COPY_NODES,), linked, col)
+        return
     conn = sqlite3.connect(path)
     try:
+        if with_ext:
+            sink.add_node_ext(conn.execute("SELECT * FROM tbprobe_node_ext"))
         if not linked:
             sink.add_nodes(conn.execute("SELECT * FROM tb_nodes"))
             return
@@ -74,6 +123,10 @@ def copy_nodes(path: str, sink, linked: Optional[Dict[str, dict]] = None, col: i
 
 
 def copy_all(path: str, sink, linked: Optional[Dict[str, dict]] = None, col: int = 13) -> None:
+    conn_out = _conn_of(sink)
+    if conn_out is not None:
+        _attached_copy(conn_out, path, (_COPY_NODES,) + _COPY_REST, linked, col)
+        return
     copy_nodes(path, sink, linked, col)
     conn = sqlite3.connect(path)
     try:

@@ -37,6 +37,52 @@ def test_backward_parent_repair_and_parameters_grad():
         "Functional.linear.0.backward", "Module.fc.Linear.parameters_grad.0"]
 
 
+def _inplace_block(recorded_parent_of_conv2):
+    """A ResNet BasicBlock whose ReLU runs in place: in backward, conv2's call is recorded under the ReLU's
+    backward call (a module that cannot hold it), as the reference's own example shows."""
+    b = "Module.layer4.1"
+    fwd = {f"{b}.BasicBlock.forward.0": None, f"{b}.conv1.Conv2d.forward.0": f"{b}.BasicBlock.forward.0",
+           f"{b}.relu.ReLU.forward.0": f"{b}.BasicBlock.forward.0",
+           f"{b}.conv2.Conv2d.forward.0": f"{b}.BasicBlock.forward.0",
+           f"{b}.relu.ReLU.forward.1": f"{b}.BasicBlock.forward.0"}
+    bwd = {f"{b}.BasicBlock.backward.0": None, f"{b}.relu.ReLU.backward.1": f"{b}.BasicBlock.backward.0",
+           f"{b}.conv2.Conv2d.backward.0": recorded_parent_of_conv2,
+           f"{b}.relu.ReLU.backward.0": f"{b}.BasicBlock.backward.0",
+           f"{b}.conv1.Conv2d.backward.0": f"{b}.BasicBlock.backward.0"}
+    parents = {**fwd, **bwd}
+    return build_graph("NPU", 0, 0, {n: synth.api_entry() for n in parents}, parents)
+
+
+def test_inplace_module_backward_children_are_moved_to_the_right_module():
+    g = _inplace_block("Module.layer4.1.relu.ReLU.backward.1")
+    tree = _tree(g)
+    assert tree["Module.layer4.1.conv2.Conv2d.backward.0"] == "Module.layer4.1.BasicBlock.backward.0"
+    assert [c.name for c in g.nodes["Module.layer4.1.relu.ReLU.backward.1"].children] == []
+    assert [c.name for c in g.nodes["Module.layer4.1.BasicBlock.backward.0"].children] == [
+        "Module.layer4.1.relu.ReLU.backward.1", "Module.layer4.1.conv2.Conv2d.backward.0",
+        "Module.layer4.1.relu.ReLU.backward.0", "Module.layer4.1.conv1.Conv2d.backward.0"]
+    # a parent that can hold the call (its own block) is kept as recorded
+    g = _inplace_block("Module.layer4.1.BasicBlock.backward.0")
+    assert _tree(g)["Module.layer4.1.conv2.Conv2d.backward.0"] == "Module.layer4.1.BasicBlock.backward.0"
+
+
+def test_inplace_repair_keeps_the_recorded_parent_when_the_forward_gives_nothing_better():
+    b = "Module.layer4.1"
+    # the forward twin had no parent: the call goes to the top level, as the reference does
+    parents = {f"{b}.conv2.Conv2d.forward.0": None, f"{b}.relu.ReLU.backward.1": None,
+               f"{b}.conv2.Conv2d.backward.0": f"{b}.relu.ReLU.backward.1"}
+    g = build_graph("NPU", 0, 0, {n: synth.api_entry() for n in parents}, parents)
+    assert _tree(g)[f"{b}.conv2.Conv2d.backward.0"] == "DefaultModel"
+    # no forward twin, or its parent's backward call never happened: the recorded parent stays
+    parents = {f"{b}.BasicBlock.forward.0": None, f"{b}.conv2.Conv2d.forward.0": f"{b}.BasicBlock.forward.0",
+               f"{b}.relu.ReLU.backward.1": None, f"{b}.conv2.Conv2d.backward.0": f"{b}.relu.ReLU.backward.1",
+               f"{b}.conv3.Conv2d.backward.0": f"{b}.relu.ReLU.backward.1"}
+    g = build_graph("NPU", 0, 0, {n: synth.api_entry() for n in parents}, parents)
+    tree = _tree(g)
+    assert tree[f"{b}.conv2.Conv2d.backward.0"] == f"{b}.relu.ReLU.backward.1"
+    assert tree[f"{b}.conv3.Conv2d.backward.0"] == f"{b}.relu.ReLU.backward.1"
+
+
 def test_api_collections_and_micro_steps():
     names = ["Module.m.M.forward.0", "Torch.a.0.forward", "Torch.b.0.forward", "Module.m.M.backward.0",
              "Module.m.M.forward.1", "Torch.c.0.forward", "Module.m.M.backward.1"]

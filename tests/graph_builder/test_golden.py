@@ -91,17 +91,30 @@ def test_multi_steps_and_ranks(tmp_path):
     assert result.summary["graphs"] == 4
 
 
-def test_split_rank_work_gives_the_same_database(tmp_path, monkeypatch):
-    """One rank's rows made by two processes (the speed path for big dumps) equal the serial result."""
+@pytest.mark.parametrize("overflow_check", [True, False])
+def test_split_rank_work_gives_the_same_database(tmp_path, monkeypatch, overflow_check):
+    """One rank's rows made by two processes (the speed path for big dumps) equal the serial result, for
+    compares and builds, with and without -oc (which decides who writes the tbprobe_node_ext rows)."""
     from tbprobe.graph_builder import engine
 
     monkeypatch.setattr(engine, "SPLIT_MIN_NODES", 0)
-    kwargs = dict(overflow_check=True, progress=False)
-    for case, bench in (("npu_stat", "bench_stat"), ("npu_md5", "bench_md5")):
-        serial = run_graph(str(golden.INPUTS / case), str(golden.INPUTS / bench), str(tmp_path / f"a{case}"),
-                           parallel=False, **kwargs)
-        split = run_graph(str(golden.INPUTS / case), str(golden.INPUTS / bench), str(tmp_path / f"b{case}"),
-                          parallel=True, **kwargs)
+    monkeypatch.setattr(engine, "_BLOCK", 3)  # small blocks: both processes get a share of these small graphs
+    helper_shares = []
+    real_deal = engine._deal
+
+    def deal(nodes, share):
+        mine, theirs = real_deal(nodes, share)
+        helper_shares.append(len(theirs))
+        return mine, theirs
+
+    monkeypatch.setattr(engine, "_deal", deal)
+    kwargs = dict(overflow_check=overflow_check, progress=False)
+    for case, bench in (("npu_stat", "bench_stat"), ("npu_md5", "bench_md5"), ("npu_stat", None)):
+        b = str(golden.INPUTS / bench) if bench else None
+        serial = run_graph(str(golden.INPUTS / case), b, str(tmp_path / f"a{case}{bench}"), parallel=False,
+                           **kwargs)
+        split = run_graph(str(golden.INPUTS / case), b, str(tmp_path / f"b{case}{bench}"), parallel=True, **kwargs)
+        assert helper_shares[-2] > 0  # the helper had debug nodes to do (the last two calls: debug, bench side)
         assert golden.differences(split.path, serial.path) == []
         assert split.summary["first_divergence"] == serial.summary["first_divergence"]
         ext = "SELECT * FROM tbprobe_node_ext ORDER BY id"

@@ -1,0 +1,227 @@
+"""The common case, without the general machinery: entries whose arguments are flat lists (and keyword dicts) of
+plain tensor items and plain scalars, in build texts and in statistics-mode compares.
+
+A 100k-entry dump is nearly all such entries, and the general path (flatten_entry -> (key, item) pairs ->
+_Item objects -> field dicts -> text) spends most of its time on objects that only live for one item. These
+functions make the same bytes in one pass per entry; anything they do not handle (nesting, parameters_grad,
+mixed tensor/scalar pairs, non-standard items) returns None and the caller takes the general path.
+tests/graph_builder/test_fast_path.py checks both paths give identical text on varied and hostile entries."""
+import json
+from math import isfinite
+from typing import List, Optional, Tuple
+
+from tbprobe.graph_builder.items import is_std_item, item_text, std_text
+from tbprobe.graph_builder.metrics import _stat
+
+__all__ = ["entry_texts", "compare_stats"]
+
+_enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_LIST_KEYS = ("input_args", "input")
+_NULL = '"value": "null"'
+
+
+def _pairs(entry: dict) -> Optional[Tuple[List[tuple], List[tuple]]]:
+    """(inputs, outputs) as (key suffix after the node name, item or None), in flatten_entry's order, or None
+    when an argument is nested (a list or a dict of tensors) or the output is not a list."""
+    ins: List[tuple] = []
+    for key in _LIST_KEYS:
+        value = entry.get(key)
+        if type(value) is list:
+            for i, item in enumerate(value):
+                if item is None or (type(item) is dict and "type" in item):
+                    ins.append(("input." + str(i), item))
+                else:
+                    return None
+        elif value is not None and isinstance(value, list):
+            return None
+    kwargs = entry.get("input_kwargs")
+    if isinstance(kwargs, dict):
+        if type(kwargs) is not dict:
+            return None
+        for key, item in kwargs.items():
+            if item is None or (type(item) is dict and "type" in item):
+                ins.append(("input." + key, item))
+            else:
+                return None
+    params = entry.get("parameters")
+    if isinstance(params, dict):
+        if type(params) is not dict:
+            return None
+        for key, item in params.items():
+            if item is None or (type(item) is dict and "type" in item):
+                ins.append(("parameters." + key, item))
+            else:
+                return None
+    outs: List[tuple] = []
+    value = entry.get("output")
+    if type(value) is list:
+        for i, item in enumerate(value):
+            if item is None or (type(item) is dict and "type" in item):
+                outs.append(("output." + str(i), item))
+            else:
+                return None
+    elif isinstance(value, (list, dict)):
+        return None
+    return ins, outs
+
+
+def _text(prefix: str, pairs: List[tuple], with_md5: bool) -> str:
+    if not pairs:
+        return "{}"
+    parts = []
+    for k, v in pairs:
+        if v is None:
+            member = _NULL
+        elif len(v) == 8 and is_std_item(v):  # the common item, without item_text's other checks
+            member = std_text(v)
+        else:
+            member = item_text(v, with_md5)
+        parts.append(_enc(prefix + k) + ": {" + member + "}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def entry_texts(name: str, entry: dict, with_md5: bool) -> Optional[Tuple[str, str]]:
+    """input_data / output_data text of a node's own entry (no compare fields), or None for the general path."""
+    if ".parameters_grad" in name:
+        return None
+    pairs = _pairs(entry)
+    if pairs is None:
+        return None
+    prefix = name + "."
+    return _text(prefix, pairs[0], with_md5), _text(prefix, pairs[1], with_md5)
+
+
+def _is_scalar(item: dict) -> bool:
+    if len(item) != 2 or type(item.get("type")) is not str or "value" not in item:
+        return False
+    t = type(item["value"])
+    return t is int or t is float or t is bool
+
+
+_TAIL = (', "Max diff": "%s", "Min diff": "%s", "Mean diff": "%s", "L2norm diff": "%s", '
+         '"MaxRelativeErr": "%s", "MinRelativeErr": "%s", "MeanRelativeErr": "%s", "NormRelativeErr": "%s", '
+         '"Requires_grad Consistent": "%s", "Result": "%s", "Err_message": %s')
+_RANK = {"pass": 0, "warning": 1, "error": 2}
+_INDEX = {"pass": 0, "warning": 0.5, "error": 1}
+_NO_MSGS = '"[]"'
+
+
+def _flag(slot: list, level: str, msg: str) -> None:
+    if _RANK[level] > _RANK[slot[6]]:
+        slot[6] = level
+    msgs = slot[7]
+    if msgs is None:
+        slot[7] = [msg]
+    elif msg not in msgs:
+        msgs.append(msg)
+
+
+def _bad_stat(dv, bv) -> bool:
+    """Debug Max/Min inf or nan while the bench's is a finite number."""
+    return type(dv) is float and not isfinite(dv) and isinstance(bv, (int, float)) and \
+        not (type(bv) is float and not isfinite(bv))
+
+
+def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict], exempt: bool, placeholder: bool,
+                  msgs_of, bench_texts: bool):
+    """Statistics-mode compare of two entries made of plain items: (precision, input text, output text, worst
+    output NormRelativeErr, inputs ok, bench texts or None), or None for the general path. `msgs_of` holds the
+    general path's messages (compare.py), so both paths say the same words."""
+    if ".parameters_grad" in debug_name or ".parameters_grad" in bench_name or be is None:
+        return None
+    d_pairs = _pairs(de)
+    b_pairs = _pairs(be)
+    if d_pairs is None or b_pairs is None:
+        return None
+    d_in, d_out = d_pairs
+    if not d_in and not d_out:
+        return None
+    b_in, b_out = b_pairs
+    b_map = dict(b_in)
+    b_map.update(b_out)
+    m_dtype, m_shape, m_grad, m_inf, m_scalar = msgs_of[:5]
+    # one slot per compared debug item: [key, is_output, base text, diffs, NormRelativeErr, grad, result, msgs];
+    # a null debug item is its member text
+    slots: List[list] = []
+    members: Tuple[list, list] = ([], [])
+    prefix = debug_name + "."
+    for is_output, pairs in ((False, d_in), (True, d_out)):
+        target = members[is_output]
+        for suffix, d in pairs:
+            if d is None:
+                target.append(_enc(prefix + suffix) + ": {" + _NULL + "}")
+                continue
+            b = b_map.get(suffix)
+            if b is None:
+                return None
+            if is_std_item(d) and is_std_item(b):
+                d0, r0, _ = _stat(d["Max"], b["Max"])
+                d1, r1, _ = _stat(d["Min"], b["Min"])
+                d2, r2, _ = _stat(d["Mean"], b["Mean"])
+                d3, r3, nre = _stat(d["Norm"], b["Norm"])
+                dg, bg = d["requires_grad"], b["requires_grad"]
+                slot = [prefix + suffix, is_output, std_text(d), (d0, d1, d2, d3, r0, r1, r2, r3), nre,
+                        "True" if dg == bg else "False", "pass", None]
+                if not exempt:
+                    if d["dtype"] != b["dtype"]:
+                        _flag(slot, "error", m_dtype)
+                    if d["shape"] != b["shape"]:
+                        _flag(slot, "error", m_shape)
+                    if dg != bg:
+                        _flag(slot, "error", m_grad)
+                    if _bad_stat(d["Max"], b["Max"]) or _bad_stat(d["Min"], b["Min"]):
+                        _flag(slot, "error", m_inf)
+            elif _is_scalar(d) and _is_scalar(b):
+                dv, bv = d["value"], b["value"]
+                diff, rel, nre = _stat(dv, bv)
+                slot = [prefix + suffix, is_output, item_text(d), (diff, diff, diff, diff, rel, rel, rel, rel), nre,
+                        "True", "pass", None]
+                if not exempt and type(dv) is type(bv) and dv != bv and \
+                        not (type(dv) is float and dv != dv and bv != bv):
+                    _flag(slot, "error", m_scalar)
+            else:
+                return None
+            target.append(slot)
+            slots.append(slot)
+    if not slots:
+        return None
+    b_texts = None
+    if bench_texts:
+        bprefix = bench_name + "."
+        b_texts = (_text(bprefix, b_in, False), _text(bprefix, b_out, False))
+    return _finish(slots, members, exempt, placeholder, msgs_of) + (b_texts,)
+
+
+def _finish(slots: List[list], members, exempt: bool, placeholder: bool, msgs_of):
+    out_nre = [s[4] for s in slots if s[1] and s[4] is not None]
+    if not exempt and not placeholder and out_nre:
+        in_nre = [s[4] for s in slots if not s[1] and s[4] is not None]
+        if in_nre:
+            target = next((s for s in slots if s[1]), None) or slots[-1]
+            worst_in, worst_out = max(in_nre), max(out_nre)
+            if worst_in < 0.1 and worst_out > 0.5:
+                _flag(target, "error", msgs_of[5])
+            if worst_out > 10 * worst_in and worst_out >= 0.1:
+                _flag(target, "warning", msgs_of[6])
+    result = "pass"
+    inputs_ok = True
+    for s in slots:
+        level = s[6]
+        if level != "pass" and _RANK[level] > _RANK[result]:
+            result = level
+        if not s[1] and (level != "pass" or (s[4] is not None and s[4] >= 0.1)) and ".parameters." not in s[0]:
+            inputs_ok = False
+    texts = []
+    for target in members:
+        if not target:
+            texts.append("{}")
+            continue
+        parts = []
+        for m in target:
+            if type(m) is str:
+                parts.append(m)
+                continue
+            err = _enc(json.dumps(m[7])) if m[7] else _NO_MSGS
+            parts.append(_enc(m[0]) + ": {" + m[2] + _TAIL % (m[3] + (m[5], m[6], err)) + "}")
+        texts.append("{" + ", ".join(parts) + "}")
+    return _INDEX[result], texts[0], texts[1], (max(out_nre) if out_nre else None), inputs_ok

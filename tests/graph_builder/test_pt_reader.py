@@ -1,0 +1,76 @@
+"""read_pt (tensor files without torch) must give exactly what torch.load gives, and hand anything unusual back
+to torch.load (None)."""
+import numpy as np
+import pytest
+import torch
+
+from tbprobe.graph_builder import metrics
+from tbprobe.graph_builder.pt_reader import read_pt
+
+
+def _torch_array(t: torch.Tensor) -> np.ndarray:
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.to(torch.float64).numpy()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool])
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (5,), (3, 4), (2, 3, 4), (4, 0, 2)])
+def test_same_values_as_torch(tmp_path, dtype, shape):
+    gen = torch.Generator().manual_seed(hash((str(dtype), shape)) % 1000)
+    t = (torch.randn(shape, generator=gen) * 50).to(dtype)
+    if dtype.is_floating_point and t.numel() > 2:
+        t.view(-1)[0] = float("nan")
+        t.view(-1)[1] = float("-inf")
+    path = tmp_path / "t.pt"
+    torch.save(t, path)
+    arr = read_pt(str(path))
+    assert arr is not None
+    got = np.asarray(arr, dtype=np.float64)
+    want = _torch_array(t)
+    assert got.shape == want.shape
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.array_equal(metrics.load_array(str(path)), want, equal_nan=True)
+
+
+def test_views_and_offsets(tmp_path):
+    base = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    cases = {"slice": base[2:4], "row": base[3], "narrow": base[:, 2:5], "transposed": base.t(),
+             "element": base[1, 1]}
+    for name, t in cases.items():
+        path = tmp_path / f"{name}.pt"
+        torch.save(t, path)
+        arr = read_pt(str(path))
+        # torch.save keeps the whole storage: strided views are handed back to torch, offsets are read here
+        if arr is None:
+            assert not t.is_contiguous(), name
+        else:
+            assert np.array_equal(arr, t.numpy()), name
+        assert np.array_equal(metrics.load_array(str(path)), _torch_array(t.contiguous())), name
+
+
+def test_other_objects_go_back_to_torch(tmp_path):
+    torch.save({"a": torch.ones(2)}, tmp_path / "dict.pt")
+    torch.save(torch.ones(2, dtype=torch.complex64), tmp_path / "complex.pt")
+    (tmp_path / "text.pt").write_text("not a zip")
+    for name in ("dict.pt", "complex.pt", "text.pt"):
+        assert read_pt(str(tmp_path / name)) is None
+    with pytest.raises(FileNotFoundError):
+        read_pt(str(tmp_path / "missing.pt"))
+    # the metric of a complex tensor still works through torch (magnitudes)
+    assert np.array_equal(metrics.load_array(str(tmp_path / "complex.pt")), np.ones(2))
+
+
+def test_tensor_metrics_unchanged_without_torch(tmp_path, monkeypatch):
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(1000, generator=gen)
+    b = a + 1e-3 * torch.randn(1000, generator=gen)
+    torch.save(a, tmp_path / "a.pt")
+    torch.save(b, tmp_path / "b.pt")
+    fast = metrics.tensor_metrics(str(tmp_path / "a.pt"), str(tmp_path / "b.pt"))
+    import tbprobe.graph_builder.pt_reader as pr
+    monkeypatch.setattr(pr, "read_pt", lambda path: None)
+    slow = metrics.tensor_metrics(str(tmp_path / "a.pt"), str(tmp_path / "b.pt"))
+    assert fast == slow
+    assert fast[0]["Cosine"] != "N/A"

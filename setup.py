@@ -22,6 +22,8 @@ setup(
         "pyyaml>=6",
         "tqdm>=4.60",
         "openpyxl>=3.1",
+        # dump.json entries decode ~2x faster (the json module remains the fallback and the error reporter)
+        "orjson>=3.9",
     ],
     extras_require={
         "test": [

@@ -30,6 +30,16 @@ _TOP_KEYS = {"task": str, "level": str, "framework": str, "dump_data_dir": (str,
 _BLOCK = _json_stream.BLOCK  # read size; tests shrink it to cut entries at every possible place
 _scan_once = json.JSONDecoder().scan_once
 
+try:  # optional: decodes an entry about 3x faster than the json module, to the same dict (see decode_entry)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+# ASCII digits -> "0", "." "e" "E" -> "x", any other byte -> " ": " " + 19 zeros then marks 19+ digits in a row that
+# do not follow a decimal point or an exponent mark: an integer part that long (or, harmlessly, such a run in a
+# string or an exponent)
+_DIGIT_RUNS = bytes(48 if 48 <= c <= 57 else 120 if c in b".eE" else 32 for c in range(256))
+_LONG_INT = b" " + b"0" * 19
+
 
 class LazyEntries(Mapping):
     """name -> entry (a dict), in file order, decoded from the entry's JSON text on each access.
@@ -75,6 +85,20 @@ class LazyEntries(Mapping):
 def decode_entry(path: Path, name: str, text: str) -> dict:
     """Decode a stored entry text (`name": {...}`, see _dump_parse) to its dict."""
     start = entry_value_start(text)
+    if _orjson is not None and text.endswith("}"):
+        # orjson gives the json module's dict (same floats: both round correctly; same key order; the last of
+        # repeated keys) except that it reads integers beyond 64 bits as floats: entries with an integer part
+        # of 19+ digits go to the json module, as does anything orjson refuses (NaN / Infinity tokens, lone
+        # surrogates, numbers beyond the float range, deep nesting, bad syntax: the json module then says
+        # what is wrong). The text must end with the entry's brace: orjson would also take trailing blanks.
+        try:
+            data = text[start:].encode()
+            if _LONG_INT not in data.translate(_DIGIT_RUNS):
+                entry = _orjson.loads(data)
+                if type(entry) is dict:
+                    return entry
+        except (ValueError, UnicodeError):
+            pass
     try:
         entry, end = _scan_once(text, start)
     except (StopIteration, ValueError) as exc:

@@ -10,7 +10,7 @@ import json
 from math import isfinite
 from typing import List, Optional, Tuple
 
-from tbprobe.graph_builder.items import is_std_item, item_text, std_text
+from tbprobe.graph_builder.items import is_std_item, item_text, std_text, to_str
 from tbprobe.graph_builder.metrics import _stat
 
 __all__ = ["entry_texts", "compare_stats"]
@@ -98,12 +98,53 @@ def _is_scalar(item: dict) -> bool:
     return t is int or t is float or t is bool
 
 
-_TAIL = (', "Max diff": "%s", "Min diff": "%s", "Mean diff": "%s", "L2norm diff": "%s", '
-         '"MaxRelativeErr": "%s", "MinRelativeErr": "%s", "MeanRelativeErr": "%s", "NormRelativeErr": "%s", '
-         '"Requires_grad Consistent": "%s", "Result": "%s", "Err_message": %s')
+_DIFFS = (', "Max diff": "%s", "Min diff": "%s", "Mean diff": "%s", "L2norm diff": "%s", '
+          '"MaxRelativeErr": "%s", "MinRelativeErr": "%s", "MeanRelativeErr": "%s", "NormRelativeErr": "%s"')
+_FLOAT_DIFFS = _DIFFS.replace('diff": "%s"', 'diff": "%r"')  # the diffs are floats: %r is float.__repr__
+_TAIL = ', "Requires_grad Consistent": "%s", "Result": "%s", "Err_message": %s'
+_STD_FLOATS = ('"type": %s, "dtype": %s, "shape": "%s", "Max": "%r", "Min": "%r", "Mean": "%r", "Norm": "%r", '
+               '"requires_grad": "%s", "data_name": "-1"')
 _RANK = {"pass": 0, "warning": 1, "error": 2}
 _INDEX = {"pass": 0, "warning": 0.5, "error": 1}
 _NO_MSGS = '"[]"'
+
+
+def _rel_text(diff: float, y: float) -> str:
+    """metrics._stat's relative error text for two floats."""
+    if y == 0:
+        return "N/A"
+    if diff == 0:
+        return "0.0%"
+    value = abs(diff / y) * 100
+    return float.__repr__(value) + "%" if value.is_integer() else "%.6f%%" % value
+
+
+def _float_slot(key: str, is_output: bool, d: dict, b: dict) -> Optional[list]:
+    """The compare slot of two statistics items whose statistics are all floats (and shapes lists), made
+    without metrics._stat and the separate std_text (the same text), or None. Slot: [key, is_output, base text,
+    diffs text, NormRelativeErr, grad, result, msgs, not all Max/Min diffs finite]."""
+    mx, mn, me, no = d["Max"], d["Min"], d["Mean"], d["Norm"]
+    bmx, bmn, bme, bno = b["Max"], b["Min"], b["Mean"], b["Norm"]
+    shape = d["shape"]
+    if not (type(mx) is float and type(mn) is float and type(me) is float and type(no) is float and
+            type(bmx) is float and type(bmn) is float and type(bme) is float and type(bno) is float and
+            type(shape) is list):
+        return None
+    x0, x1, x2, x3 = mx - bmx, mn - bmn, me - bme, no - bno
+    if bno == 0:
+        nre = None
+    elif x3 == 0:
+        nre = 0.0
+    else:
+        nre = abs(x3 / bno)
+    dg = d["requires_grad"]
+    base = _STD_FLOATS % (_enc(d["type"]), _enc(d["dtype"]), str(shape), mx, mn, me, no,
+                          "True" if dg is True else to_str(dg))
+    diffs = _FLOAT_DIFFS % (x0, x1, x2, x3, _rel_text(x0, bmx), _rel_text(x1, bmn), _rel_text(x2, bme),
+                            _rel_text(x3, bno))
+    # x - x is 0 only for a finite x: a non-finite Max/Min on either side needs the inf/nan check
+    return [key, is_output, base, diffs, nre, "True" if dg == b["requires_grad"] else "False", "pass", None,
+            not (x0 - x0 == 0 and x1 - x1 == 0)]
 
 
 def _flag(slot: list, level: str, msg: str) -> None:
@@ -155,12 +196,26 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
             if b is None:
                 return None
             if is_std_item(d) and is_std_item(b):
+                slot = _float_slot(prefix + suffix, is_output, d, b)
+                if slot is not None:
+                    if not exempt:
+                        if d["dtype"] != b["dtype"]:
+                            _flag(slot, "error", m_dtype)
+                        if d["shape"] != b["shape"]:
+                            _flag(slot, "error", m_shape)
+                        if slot[5] == "False":
+                            _flag(slot, "error", m_grad)
+                        if slot[8] and (_bad_stat(d["Max"], b["Max"]) or _bad_stat(d["Min"], b["Min"])):
+                            _flag(slot, "error", m_inf)
+                    target.append(slot)
+                    slots.append(slot)
+                    continue
                 d0, r0, _ = _stat(d["Max"], b["Max"])
                 d1, r1, _ = _stat(d["Min"], b["Min"])
                 d2, r2, _ = _stat(d["Mean"], b["Mean"])
                 d3, r3, nre = _stat(d["Norm"], b["Norm"])
                 dg, bg = d["requires_grad"], b["requires_grad"]
-                slot = [prefix + suffix, is_output, std_text(d), (d0, d1, d2, d3, r0, r1, r2, r3), nre,
+                slot = [prefix + suffix, is_output, std_text(d), _DIFFS % (d0, d1, d2, d3, r0, r1, r2, r3), nre,
                         "True" if dg == bg else "False", "pass", None]
                 if not exempt:
                     if d["dtype"] != b["dtype"]:
@@ -174,8 +229,8 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
             elif _is_scalar(d) and _is_scalar(b):
                 dv, bv = d["value"], b["value"]
                 diff, rel, nre = _stat(dv, bv)
-                slot = [prefix + suffix, is_output, item_text(d), (diff, diff, diff, diff, rel, rel, rel, rel), nre,
-                        "True", "pass", None]
+                slot = [prefix + suffix, is_output, item_text(d), _DIFFS % (diff, diff, diff, diff, rel, rel, rel, rel),
+                        nre, "True", "pass", None]
                 if not exempt and type(dv) is type(bv) and dv != bv and \
                         not (type(dv) is float and dv != dv and bv != bv):
                     _flag(slot, "error", m_scalar)
@@ -222,6 +277,6 @@ def _finish(slots: List[list], members, exempt: bool, placeholder: bool, msgs_of
                 parts.append(m)
                 continue
             err = _enc(json.dumps(m[7])) if m[7] else _NO_MSGS
-            parts.append(_enc(m[0]) + ": {" + m[2] + _TAIL % (m[3] + (m[5], m[6], err)) + "}")
+            parts.append(_enc(m[0]) + ": {" + m[2] + m[3] + _TAIL % (m[5], m[6], err) + "}")
         texts.append("{" + ", ".join(parts) + "}")
     return _INDEX[result], texts[0], texts[1], (max(out_nre) if out_nre else None), inputs_ok

@@ -167,10 +167,19 @@ def is_std_item(item: dict) -> bool:
         type(item["dtype"]) is str
 
 
+# %r of a float is float.__repr__, done inside the formatting operation (no Python-level call per number)
+_STD_FLOATS = ('"type": %s, "dtype": %s, "shape": %s, "Max": "%r", "Min": "%r", "Mean": "%r", "Norm": "%r", '
+               '"requires_grad": "%s", "data_name": "-1"')
+
+
 def std_text(item: dict) -> str:
     """item_text of an item for which is_std_item holds: one formatting operation."""
     mx, mn, mean, norm = item["Max"], item["Min"], item["Mean"], item["Norm"]
     shape = item["shape"]
+    if type(mx) is float and type(mn) is float and type(mean) is float and type(norm) is float and \
+            type(shape) is list:
+        return _STD_FLOATS % (_enc(item["type"]), _enc(item["dtype"]), '"' + str(shape) + '"', mx, mn, mean, norm,
+                              "True" if item["requires_grad"] is True else to_str(item["requires_grad"]))
     return _STD_TEMPLATE % (
         _enc(item["type"]), _enc(item["dtype"]),
         # a list of ints prints with digits, commas and brackets only: nothing to escape

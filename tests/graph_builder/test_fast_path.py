@@ -119,6 +119,10 @@ def _fields(res):
 def test_compare_fast_path_matches_general_path(monkeypatch, plain):
     rng = random.Random(7 if plain else 11)
     taken = 0
+    float_slots = []  # the all-float statistics pairs, formatted without metrics._stat: must be taken too
+    real_float_slot = fast_path._float_slot
+    monkeypatch.setattr(fast_path, "_float_slot", lambda *a: float_slots.append(real_float_slot(*a)) or
+                        float_slots[-1])
     for _ in range(3000):
         name = rng.choice(_NAMES)
         de = _entry(rng, plain)
@@ -132,6 +136,10 @@ def test_compare_fast_path_matches_general_path(monkeypatch, plain):
             taken += 1
     # the fast path must actually run on plain entries (and on a good share of the hostile ones)
     assert taken > (2500 if plain else 300)
+    made = [s for s in float_slots if s is not None]
+    assert len(made) > (3000 if plain else 300)
+    if not plain:  # non-finite Max/Min reach the inf/nan check, and non-float statistics are handed back
+        assert any(s[8] for s in made) and None in float_slots
 
 
 @pytest.mark.parametrize("plain", [True, False])

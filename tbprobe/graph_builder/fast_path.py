@@ -17,7 +17,19 @@ __all__ = ["entry_texts", "compare_stats"]
 
 _enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 _LIST_KEYS = ("input_args", "input")
+_DICT_KEYS = (("input_kwargs", "input."), ("parameters", "parameters."))
 _NULL = '"value": "null"'
+
+
+def _plain(pairs: List[tuple], items, prefix: str) -> bool:
+    """Append (prefix + key, item) for each (key, item); False at the first one that is neither None nor a plain
+    item (a nested argument: the general path's business)."""
+    for key, item in items:
+        if item is None or (type(item) is dict and "type" in item):
+            pairs.append((prefix + str(key), item))
+        else:
+            return False
+    return True
 
 
 def _pairs(entry: dict) -> Optional[Tuple[List[tuple], List[tuple]]]:
@@ -27,39 +39,19 @@ def _pairs(entry: dict) -> Optional[Tuple[List[tuple], List[tuple]]]:
     for key in _LIST_KEYS:
         value = entry.get(key)
         if type(value) is list:
-            for i, item in enumerate(value):
-                if item is None or (type(item) is dict and "type" in item):
-                    ins.append(("input." + str(i), item))
-                else:
-                    return None
+            if not _plain(ins, enumerate(value), "input."):
+                return None
         elif value is not None and isinstance(value, list):
             return None
-    kwargs = entry.get("input_kwargs")
-    if isinstance(kwargs, dict):
-        if type(kwargs) is not dict:
+    for key, prefix in _DICT_KEYS:
+        value = entry.get(key)
+        if isinstance(value, dict) and (type(value) is not dict or not _plain(ins, value.items(), prefix)):
             return None
-        for key, item in kwargs.items():
-            if item is None or (type(item) is dict and "type" in item):
-                ins.append(("input." + key, item))
-            else:
-                return None
-    params = entry.get("parameters")
-    if isinstance(params, dict):
-        if type(params) is not dict:
-            return None
-        for key, item in params.items():
-            if item is None or (type(item) is dict and "type" in item):
-                ins.append(("parameters." + key, item))
-            else:
-                return None
     outs: List[tuple] = []
     value = entry.get("output")
     if type(value) is list:
-        for i, item in enumerate(value):
-            if item is None or (type(item) is dict and "type" in item):
-                outs.append(("output." + str(i), item))
-            else:
-                return None
+        if not _plain(outs, enumerate(value), "output."):
+            return None
     elif isinstance(value, (list, dict)):
         return None
     return ins, outs

@@ -1,14 +1,14 @@
 """The distribution's wiring: the console command and the TensorBoard entry point, end to end."""
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from importlib import metadata
 
 import pytest
+
+from tests.tb_plugin.tb_server import TensorBoardServer
 
 BIN = os.path.dirname(sys.executable)
 
@@ -55,31 +55,11 @@ def test_tensorboard_entry_point_resolves_to_the_plugin_loader():
     assert issubclass(loader_cls, base_plugin.TBLoader)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.e2e
 def test_real_tensorboard_process_lists_the_graph_ascend_tab(tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen(
-        [os.path.join(BIN, "tensorboard"), "--logdir", str(tmp_path), "--port", str(port), "--host", "127.0.0.1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        listing = None
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and listing is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugins_listing", timeout=5) as r:
-                    listing = json.load(r)
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"tensorboard exited: {proc.stderr.read().decode()[-2000:]}")
-                time.sleep(0.5)
+    with TensorBoardServer(tmp_path) as tb:   # it waits until /data/plugins_listing answers
+        with urllib.request.urlopen(f"{tb.url}/data/plugins_listing", timeout=10) as r:
+            listing = json.load(r)
         assert listing is not None, "tensorboard did not answer"
         assert "graph_ascend" in listing
         entry = listing["graph_ascend"]
@@ -87,10 +67,7 @@ def test_real_tensorboard_process_lists_the_graph_ascend_tab(tmp_path):
         mechanism = entry["loading_mechanism"]
         assert mechanism["type"] == "IFRAME"
         assert mechanism["module_path"] == "/data/plugin/graph_ascend/index.js"
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{mechanism['module_path']}", timeout=10) as r:
+        with urllib.request.urlopen(f"{tb.url}{mechanism['module_path']}", timeout=10) as r:
             assert r.status == 200
             assert "javascript" in r.headers["Content-Type"]
             assert b"render" in r.read()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)

@@ -2,9 +2,6 @@
 a real Chromium. Heatmap drawn, a clicked cell plots its series (two cells side by side), an anomaly jumps to
 its cell. Screenshots go to test-artifacts/monitor_dashboard_*.png."""
 import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -13,19 +10,13 @@ import torch
 
 from tbprobe.monitor import TrainerMon
 from tests.monitor.helpers import Net, train, write_config
+from tests.tb_plugin.tb_server import TensorBoardServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
 STATIC = os.path.join(ROOT, "tbprobe", "tb_plugin", "static", "index.js")
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
 
 pytestmark = pytest.mark.e2e
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -46,30 +37,19 @@ def logdir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(logdir):
-    port = _free_port()
-    proc = subprocess.Popen(
-        [os.path.join(BIN, "tensorboard"), "--logdir", str(logdir), "--port", str(port), "--host", "127.0.0.1",
-         "--load_fast=false", "--reload_interval=1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/data/plugin/graph_ascend/api/monitor/runs", timeout=5) as r:
-                if b"demo_job" in r.read():
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            pytest.fail(f"tensorboard exited: {proc.stderr.read().decode()[-2000:]}")
-        if time.monotonic() > deadline:
-            proc.terminate()
-            pytest.fail("tensorboard did not list the monitor job within 90 s")
-        time.sleep(0.5)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=30)
+    with TensorBoardServer(logdir, extra_args=["--load_fast=false", "--reload_interval=1"]) as tb:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{tb.url}/data/plugin/graph_ascend/api/monitor/runs", timeout=5) as r:
+                    if b"demo_job" in r.read():
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"tensorboard did not list the monitor job within 90 s: {tb.log()}")
+            time.sleep(0.5)
+        yield tb.url
 
 
 def _ready(frame, timeout=30000):

@@ -4,25 +4,17 @@ details compared response for response)."""
 import json
 import os
 import shutil
-import socket
-import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tbprobe.formats.vis_db import NODE_COLUMNS, VisDbReader, VisDbWriter
+from tests.tb_plugin.tb_server import TensorBoardServer
 
 from .conftest import REF
 
 TENSORBOARD = Path(os.environ.get("PEERS_DIR", "/tmp/peers")) / "tbga" / "bin" / "tensorboard"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str, body=None) -> bytes:
@@ -46,20 +38,9 @@ def test_reference_plugin_serves_a_tbprobe_written_db_like_its_own(tmp_path):
         w.add_stacks(r.conn.execute("SELECT id, stack_info FROM tb_stack"))
         w.set_config_row(r.config_row())
 
-    port = _free_port()
-    proc = subprocess.Popen([str(TENSORBOARD), "--logdir", str(logdir), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
-    base = f"http://127.0.0.1:{port}/data/plugin/graph_ascend"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                runs = json.loads(_get(f"{base}/load_meta_dir"))
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    pytest.fail("the reference tensorboard did not start")
-                time.sleep(1)
+    with TensorBoardServer(logdir, binary=str(TENSORBOARD), timeout=120, cwd=str(tmp_path)) as tb:
+        base = tb.url + "/data/plugin/graph_ascend"
+        runs = json.loads(_get(f"{base}/load_meta_dir"))
         assert runs["data"] == {"ours": {"type": "db", "tags": ["cmp"]}, "ref": {"type": "db", "tags": ["cmp"]}}
         answers = {}
         for run in ("ref", "ours"):
@@ -76,10 +57,3 @@ def test_reference_plugin_serves_a_tbprobe_written_db_like_its_own(tmp_path):
         assert node["node_name"] == "Module.layers.1.fc.Linear.forward.0" and node["output_data"]
         assert len(answers["ours"][1]["data"]["npuMatchNodes"]) > 10
         assert answers["ours"] == answers["ref"]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

@@ -2,9 +2,6 @@
 process of the peer install loads the file, expands the root on both sides and returns node details."""
 import json
 import os
-import socket
-import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
@@ -12,18 +9,13 @@ import pytest
 
 from tbprobe.graph_builder import run_graph
 from tests.graph_builder import golden
+from tests.tb_plugin.tb_server import TensorBoardServer
 
 PEERS = Path(os.environ.get("PEERS_DIR", "/tmp/peers"))
 TB = PEERS / "tbga" / "bin" / "tensorboard"
 PREFIX = "/data/plugin/graph_ascend"
 
 pytestmark = pytest.mark.peers
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(base, path):
@@ -45,27 +37,10 @@ def peer_server(tmp_path):
     logdir = tmp_path / "logs"
     result = run_graph(str(golden.INPUTS / "npu_stat"), str(golden.INPUTS / "bench_stat"), str(logdir / "run1"),
                        overflow_check=True, parallel=False, progress=False)
-    port = _free_port()
-    proc = subprocess.Popen([str(TB), "--logdir", str(logdir), "--port", str(port), "--host", "127.0.0.1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}{PREFIX}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                _get(base, "/load_meta_dir")
-                break
-            except Exception:
-                if time.time() > deadline or proc.poll() is not None:
-                    pytest.fail("the reference tensorboard did not start")
-                time.sleep(0.5)
+    with TensorBoardServer(logdir, binary=str(TB), timeout=60) as tb:
+        base = tb.url + PREFIX
+        _get(base, "/load_meta_dir")
         yield base, result.path
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_reference_plugin_reads_tbprobe_db(peer_server):

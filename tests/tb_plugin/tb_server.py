@@ -23,8 +23,9 @@ class TensorBoardServer:
     """``with TensorBoardServer(logdir) as tb: tb.url`` -> ``http://127.0.0.1:<port><prefix>``."""
 
     def __init__(self, logdir: str, path_prefix: str = "", binary: str = VENV_TENSORBOARD, timeout: float = 90.0,
-                 extra_args=()):
+                 extra_args=(), cwd: Optional[str] = None):
         self.logdir = str(logdir)
+        self.cwd = cwd
         self.path_prefix = path_prefix.rstrip("/")
         self.binary = binary
         self.timeout = timeout
@@ -44,7 +45,8 @@ class TensorBoardServer:
         if self.path_prefix:
             args += ["--path_prefix", self.path_prefix]
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=self.cwd)
         deadline = time.time() + self.timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -18,6 +18,14 @@ MODULES = [f"layers.{i}" for i in range(12)] + ["head"]
 STEPS = 50
 
 
+def _provider(logdir):
+    """TensorBoard's own multiplexer and data provider over `logdir`, loaded once (every scalar kept)."""
+    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
+    return mux, tb_data_provider.MultiplexerDataProvider(mux, str(logdir))
+
+
 def _write_rank(run_dir, rank, spike_at=None, nan_at=None):
     """A real writer (TensorBoard's EventFileWriter underneath) fed known values: value = rank + row + step/100."""
     w = MonitorWriter(str(run_dir), ["max", "norm"], [AlertRule("AnomalyTurbulence", 1.0, 5)], rank)
@@ -46,10 +54,7 @@ def client(tmp_path_factory):
     ev.add_event(event_pb2.Event(step=0, summary=summary_pb2.Summary(
         value=[summary_pb2.Summary.Value(tag="loss", simple_value=1.0)])))
     ev.close()
-    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
-    mux.AddRunsFromDirectory(str(logdir))
-    mux.Reload()
-    provider = tb_data_provider.MultiplexerDataProvider(mux, str(logdir))
+    mux, provider = _provider(logdir)
     ctx = base_plugin.TBContext(logdir=str(logdir), data_provider=provider)
     routes = get_routes(ctx)
 
@@ -158,10 +163,7 @@ def test_reads_are_sized_by_the_page_not_by_the_run(tmp_path, monkeypatch):
     grow with the number of steps: what keeps 100k steps x 1k tags responsive."""
     monkeypatch.setattr(dashboard, "WARM_UP", False)  # only the requests' own reads are counted here
     _write_rank(tmp_path / "big" / "rank0", 0)
-    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
-    mux.AddRunsFromDirectory(str(tmp_path))
-    mux.Reload()
-    real = tb_data_provider.MultiplexerDataProvider(mux, str(tmp_path))
+    mux, real = _provider(tmp_path)
     calls = []
 
     class Recording:
@@ -196,10 +198,7 @@ def test_a_stale_listing_is_answered_at_once_and_refreshed_behind(tmp_path, monk
     import time
 
     _write_rank(tmp_path / "j" / "rank0", 0)
-    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
-    mux.AddRunsFromDirectory(str(tmp_path))
-    mux.Reload()
-    real = tb_data_provider.MultiplexerDataProvider(mux, str(tmp_path))
+    mux, real = _provider(tmp_path)
     listed = []
     gate = threading.Event()
 
@@ -237,10 +236,7 @@ def test_the_plugin_warms_the_first_view_before_anyone_asks(tmp_path, monkeypatc
     from tbprobe.monitor.series_cache import SeriesCache
 
     _write_rank(tmp_path / "w" / "rank0", 0)
-    mux = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
-    mux.AddRunsFromDirectory(str(tmp_path))
-    mux.Reload()
-    real = tb_data_provider.MultiplexerDataProvider(mux, str(tmp_path))
+    mux, real = _provider(tmp_path)
     reads = []
     cache = SeriesCache()
     warmer = warmup.Warmer(cache)

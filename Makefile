@@ -15,10 +15,10 @@ setup: system python frontend
 
 # Debian packages the end-to-end tests need: Chromium for Playwright, CJK fonts for the Chinese screenshots.
 system:
-	@bash scripts/setup_system.sh
+	@PY=$(PY) bash scripts/setup_system.sh
 
 python: $(STAMP)
-$(STAMP): setup.py
+$(STAMP): setup.py $(wildcard tbprobe/*/*.c)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

@@ -1,5 +1,10 @@
 """The tbprobe distribution: collector, graph builder, TensorBoard plugin and training monitor."""
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+
+# Small CPython extensions for the per-tensor and per-row hot loops (gcc and Python headers are all they need).
+EXTENSIONS = [
+    Extension("tbprobe.collector._cstats", ["tbprobe/collector/_cstats.c"], extra_compile_args=["-O3"]),
+]
 
 setup(
     name="tbprobe",
@@ -12,6 +17,7 @@ setup(
     # The built frontend bundle ships inside the package.
     package_data={"tbprobe.tb_plugin": ["static/*", "static/**/*"]},
     include_package_data=True,
+    ext_modules=EXTENSIONS,
     install_requires=[
         # The CPU build lies on this disk; an unpinned torch pulls a multi-GB CUDA build.
         "torch==2.13.0",

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the browser tests need, only when they are missing.
+# Installs the Debian packages the browser tests and the C extensions need, only when they are missing.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -d /usr/share/fonts/opentype/noto ] || need+=(fonts-noto-cjk)
+# tbprobe's two small C extensions build at install: a C compiler and the interpreter's headers
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+PY=${PY:-python3}
+[ -f "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need+=(python3-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -41,8 +41,11 @@ def test_max_min_in_own_dtype_mean_norm_in_float32(dtype):
     (item,), _, _ = summarise([t])
     assert item["dtype"] == str(dtype)
     assert item["Max"] == t.max().item() and item["Min"] == t.min().item()
-    assert item["Mean"] == t.float().mean().item()
-    assert item["Norm"] == torch.linalg.vector_norm(t.float()).item()
+    d = t.double()
+    # accumulated at least as finely as float32, and written as float32 values
+    assert math.isclose(item["Mean"], d.mean().item(), rel_tol=1e-6, abs_tol=1e-7)
+    assert math.isclose(item["Norm"], d.norm().item(), rel_tol=1e-6)
+    assert all(float(np.float32(item[k])) == item[k] for k in ("Mean", "Norm"))
 
 
 def test_integers_bool_zero_dim_complex():
@@ -134,7 +137,7 @@ def test_precision_low_keeps_half_tensors_in_their_own_dtype():
     (h,) = (high.add(t), high.collect())[1]
     (lo,) = (low.add(t), low.collect())[1]
     assert h[:2] == lo[:2] == [t.max().item(), t.min().item()]                  # exact either way
-    assert h[3] == torch.linalg.vector_norm(t.float()).item()
+    assert math.isclose(h[3], t.double().norm().item(), rel_tol=1e-6)
     assert lo[3] == torch.linalg.vector_norm(t).item()                            # rounded to float16
     assert lo[3] == float(torch.tensor(h[3]).to(torch.float16)) or math.isclose(lo[3], h[3], rel_tol=1e-3)
     assert lo[2] == (t.sum().float() / 300).item() and math.isclose(lo[2], h[2], rel_tol=1e-2, abs_tol=1e-2)
@@ -159,3 +162,71 @@ def test_zero_count_known_without_the_tensor_when_zero_is_out_of_range():
     del pos, neg                   # freed before the step ends: the count is still exact
     rows = buf.collect()
     assert [rows[s][4:] for s in slots] == [[0, 0, 0], [0, 0, 0], [2, 0, 0]]
+
+
+def _row(t, low=False):
+    buf = StatBuffer(low_precision=low)
+    buf.add(t)
+    return buf.collect()[0]
+
+
+def _special(n, dtype, seed):
+    """n values of `dtype` with zeros, -0.0, NaN and +-Inf scattered over the vector body and the tail."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(n, generator=g) * 3
+    for i in torch.randint(0, n, (max(1, n // 50),), generator=g).tolist():
+        t[i] = 0.0
+    if n > 3:
+        t[n - 1] = -0.0
+    return t.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [14, 63, 511, 512, 513, 4099, 70000])
+def test_host_kernel_agrees_with_torch_kernels(dtype, n):
+    """A contiguous CPU tensor takes the one-pass host kernel; its transposed (non-contiguous) view of the same
+    values takes torch's kernels and the counts at the step's end. Both must say the same."""
+    rows = max(2, n // 7)
+    t = _special(rows * 7, dtype, n).reshape(rows, 7)
+    assert not t.t().is_contiguous()
+    host, kernels = _row(t), _row(t.t())
+    assert host[0] == kernels[0] == t.max().item() and host[1] == kernels[1] == t.min().item()
+    d = t.double()
+    for got in (host, kernels):
+        assert math.isclose(got[2], d.mean().item(), rel_tol=1e-5, abs_tol=1e-6)
+        assert math.isclose(got[3], d.norm().item(), rel_tol=1e-5)
+    assert host[4:] == kernels[4:] == [int((t == 0).sum()), 0, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("where", [0, 5, 8, 600, 1029])   # first value, inside a vector, block edge, tail
+def test_host_kernel_nonfinite_values(dtype, where):
+    t = _special(1030, dtype, where)
+    t[where] = float("nan")
+    row = _row(t)
+    assert all(math.isnan(v) for v in row[:4]) and row[5] == 1 and row[6] == 0
+    t[where] = float("inf")
+    t[(where + 3) % 1030] = -float("inf")
+    row = _row(t)
+    assert row[0] == math.inf and row[1] == -math.inf and math.isnan(row[2]) and row[3] == math.inf
+    assert row[4:] == [int((t == 0).sum()), 0, 2]
+    assert row[:2] == _row(t.reshape(10, 103).t())[:2]
+
+
+def test_host_kernel_all_special_and_overflow():
+    assert _row(torch.full((100,), float("nan")))[4:] == [0, 100, 0]
+    assert _row(torch.zeros(100))[:5] == [0.0, 0.0, 0.0, 0.0, 100]
+    assert _row(torch.tensor([-0.0, 0.0]))[4] == 2
+    big = torch.full((1000,), 2e19)       # finite values whose float32 sum of squares overflows, as torch's does
+    row = _row(big)
+    assert row[3] == math.inf == torch.linalg.vector_norm(big).item() and row[2] == pytest.approx(2e19, rel=1e-6)
+
+
+def test_host_kernel_is_not_used_where_it_would_change_the_answer():
+    half = (torch.randn(300) * 50).to(torch.float16)
+    low = _row(half, low=True)
+    assert low[3] == torch.linalg.vector_norm(half).item()                     # precision low: the half dtype
+    f64 = torch.randn(100, dtype=torch.float64)
+    assert _row(f64)[0] == f64.max().item()                                    # float64 keeps its width
+    zero_dim = torch.tensor(-2.5)
+    assert _row(zero_dim)[:4] == [-2.5] * 4                                     # the value itself, as the reference

@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from tbprobe.collector._cstats import summary as _host_summary
+
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
 
 _BATCH = 2048
@@ -26,6 +28,11 @@ _HALF = (torch.float16, torch.bfloat16)
 _LANE32 = (torch.float32, torch.float16, torch.bfloat16)
 _dot = torch.dot
 _DOT_MIN = 1 << 14
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_STRIDED = torch.strided
+# dtypes the one-pass host kernel reads (tbprobe/collector/_cstats.c), by its kind code
+_HOST_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_HOST_KINDS_LOW = {torch.float32: 0}      # precision "low" keeps half statistics in the half dtype: torch's path
 
 
 def is_summarisable(t: torch.Tensor) -> bool:
@@ -81,6 +88,7 @@ class StatBuffer:
 
     def __init__(self, low_precision: bool = False) -> None:
         self.low_precision = low_precision     # config precision "low": see _scalars
+        self._host_kinds = _HOST_KINDS_LOW if low_precision else _HOST_KINDS
         self.reset()
 
     def __len__(self) -> int:
@@ -92,6 +100,17 @@ class StatBuffer:
         hit = self._cache.get(key)
         if hit is not None and hit[1] == version and hit[0]() is t:
             return hit[2]
+        kind = self._host_kinds.get(t.dtype)
+        if kind is not None and t.is_cpu and type(t) in _PLAIN and t.layout is _STRIDED and t.dim() \
+                and t.is_contiguous():
+            # a CPU tensor: all seven numbers in one pass over its memory, no kernel launches, no counts later
+            try:
+                address = t.data_ptr()
+            except RuntimeError:     # a wrapper without storage (functorch): torch's kernels below
+                address = 0
+            if address:
+                self._host_rows.append(list(_host_summary(address, t.numel(), kind)))
+                return self._slot(t, key, version, 2, len(self._host_rows) - 1)
         grad = _grad_enabled()
         if grad:  # two C calls instead of a no_grad context manager per tensor
             _set_grad(False)
@@ -127,6 +146,12 @@ class StatBuffer:
         else:
             index = self._n64
             self._n64 += 1
+        slot = self._slot(t, key, version, lane, index)
+        if self._n32 - self._merged32 >= _BATCH:
+            self._merge()
+        return slot
+
+    def _slot(self, t: torch.Tensor, key: int, version: int, lane: int, index: int) -> int:
         slot = self._count
         self._count += 1
         self._where.append((lane, index))
@@ -137,8 +162,6 @@ class StatBuffer:
         if ref is not None:
             self._cache[key] = (ref, version, slot)
         self._refs.append((ref, version))
-        if self._n32 - self._merged32 >= _BATCH:
-            self._merge()
         return slot
 
     def forget(self, t: torch.Tensor) -> None:
@@ -172,16 +195,16 @@ class StatBuffer:
         """All slots as [Max, Min, Mean, Norm, zero_count, nan_count, inf_count] host lists (one transfer per lane,
         one more per device for the counts)."""
         self._merge()
-        lanes = (self._host(self._batches32), self._host(self._batches64))
+        lanes = (self._host(self._batches32), self._host(self._batches64), self._host_rows)
         rows = [lanes[lane][index] for lane, index in self._where]
         with torch.no_grad():
             counts = self._counts(rows)
         self.reset()
-        return [row + c for row, c in zip(rows, counts)]
+        return [row if c is None else row + c for row, c in zip(rows, counts)]
 
-    def _counts(self, rows: List[List[float]]) -> List[List[Optional[int]]]:
+    def _counts(self, rows: List[List[float]]) -> List[Optional[List[Optional[int]]]]:
         """[zero_count, nan_count, inf_count] per slot, counted from the live tensor when it is still alive and
-        unchanged.
+        unchanged; None for the host kernel's rows, which carry their counts already.
 
         NaN/Inf counts are exactly 0 when Max and Min are finite; otherwise, and for the zero count, the tensor is
         needed: a tensor freed or changed before the step ended gets null (unknown). This keeps per-tensor work in
@@ -191,6 +214,9 @@ class StatBuffer:
         pending: Dict[Any, List[torch.Tensor]] = {}     # device -> 0-dim count tensors
         fill: List[Tuple[List[Optional[int]], int, Any, int, int]] = []  # (row, numel, device, first, n)
         for slot, row in enumerate(rows):
+            if len(row) == 7:
+                out.append(None)
+                continue
             finite = math.isfinite(row[0]) and math.isfinite(row[1])
             if finite and (row[1] > 0 or row[0] < 0):
                 out.append([0, 0, 0])   # 0 lies outside [Min, Max]: no zero, no kernel (count_nonzero is slow)
@@ -223,6 +249,7 @@ class StatBuffer:
         self._pending32: List[torch.Tensor] = []
         self._numel32: List[int] = []      # numel of each pending float32 row (its Sum becomes the Mean)
         self._pending64: List[torch.Tensor] = []
+        self._host_rows: List[List[float]] = []            # lane 2: finished rows from the host kernel
         self._batches32: List[torch.Tensor] = []
         self._batches64: List[torch.Tensor] = []
         self._n32 = 0

@@ -1,0 +1,193 @@
+/* One-pass statistics of a contiguous host buffer of float32, float16 or bfloat16 values.
+
+   On the CPU a statistics kernel costs a few microseconds of dispatch before it touches the data, and a summary
+   needs four of them (aminmax, sum, norm, and a zero count at the step's end). Small tensors are the common case
+   in a training step, so the dispatch is most of the collector's cost; one pass here reads each value once and
+   returns all seven numbers. The caller (tbprobe/collector/pytorch/stats.py) passes the address of a live,
+   contiguous CPU tensor and its element count, and keeps the tensor alive for the call.
+
+   Sums accumulate in double and are rounded to float32 at the end, as torch's float32 results are. The Norm is
+   infinite where float32 accumulation overflows (what torch.linalg.vector_norm reports), so a tbprobe dump and
+   a reference dump of the same tensor agree. Max/Min are NaN when any value is NaN, as torch.aminmax gives. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { KIND_F32 = 0, KIND_F16 = 1, KIND_BF16 = 2 };
+/* Above this many elements the pass runs without the GIL, so the writer thread keeps going. */
+#define NOGIL_MIN (1 << 16)
+
+static float half_table[65536];
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000 | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else {                       /* subnormal: normalise */
+        exp = 113;
+        while (!(man & 0x400)) {
+            man <<= 1;
+            exp--;
+        }
+        bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+typedef struct {
+    float max, min;
+    double sum, sumsq;
+    Py_ssize_t zeros, nans, infs;
+} Summary;
+
+/* Values are taken in blocks: within a block, LANES independent float accumulators per quantity (the compiler
+   keeps them in vector registers); each block's partial sums are then added in double, so rounding stays at the
+   level of a 64-term float sum whatever the tensor's size. `x > m ? x : m` is exactly what the max instruction
+   does, and it skips a NaN, which is counted instead. */
+#define LANES 8
+#define BLOCK 512
+
+/* NaN and Inf are counted only in blocks that hold one: a finite block's sum is finite and its Max/Min are
+   finite, so the common block pays for Max, Min, the two sums and the zero count alone. */
+static void count_nonfinite(const float *p, int n, Summary *out) {
+    for (int i = 0; i < n; i++) {
+        out->nans += (p[i] != p[i]);
+        out->infs += (fabsf(p[i]) == INFINITY);
+    }
+}
+
+/* GCC/Clang vector types: eight lanes, lowered to AVX2 in the avx2 clone and to pairs of SSE registers
+   otherwise. A comparison gives a lane mask of -1/0: the blends below are `x > m ? x : m` per lane (a NaN
+   compares false, so it never becomes Max or Min; it is counted instead), and subtracting the mask counts. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+
+#define BLEND(mask, a, b) ((v8f)(((v8i)(a) & (mask)) | ((v8i)(b) & ~(mask))))
+
+__attribute__((target_clones("avx2", "default")))
+static void block_f32(const float *p, int n, Summary *out) {
+    v8f mx, mn, s = {0}, q = {0}, x;
+    v8i z = {0};
+    for (int j = 0; j < LANES; j++) {
+        mx[j] = -INFINITY;
+        mn[j] = INFINITY;
+    }
+    int i = 0, body = n - n % LANES;
+    for (; i < body; i += LANES) {
+        memcpy(&x, p + i, sizeof x);
+        mx = BLEND(x > mx, x, mx);
+        mn = BLEND(x < mn, x, mn);
+        s += x;
+        q += x * x;
+        z -= (x == 0.0f);
+    }
+    float bmax = -INFINITY, bmin = INFINITY;
+    double bsum = 0;
+    for (; i < n; i++) {
+        float v = p[i];
+        bmax = v > bmax ? v : bmax;
+        bmin = v < bmin ? v : bmin;
+        bsum += v;
+        out->sumsq += (double)v * v;
+        out->zeros += (v == 0.0f);
+    }
+    for (int j = 0; j < LANES; j++) {
+        bmax = mx[j] > bmax ? mx[j] : bmax;
+        bmin = mn[j] < bmin ? mn[j] : bmin;
+        bsum += s[j];
+        /* the squares are summed in double from the block's float lanes; a float lane that overflows is +inf,
+           which is also where a float32 norm overflows */
+        out->sumsq += q[j];
+        out->zeros += z[j];
+    }
+    out->max = bmax > out->max ? bmax : out->max;
+    out->min = bmin < out->min ? bmin : out->min;
+    out->sum += bsum;
+    if (!(isfinite(bsum) && isfinite(bmax) && isfinite(bmin)))
+        count_nonfinite(p, n, out);
+}
+
+static void summary_init(Summary *out) {
+    out->max = -INFINITY; out->min = INFINITY; out->sum = 0; out->sumsq = 0;
+    out->zeros = 0; out->nans = 0; out->infs = 0;
+}
+
+static void summarise_f32(const float *p, Py_ssize_t n, Summary *out) {
+    for (Py_ssize_t i = 0; i < n; i += BLOCK)
+        block_f32(p + i, (int)(n - i < BLOCK ? n - i : BLOCK), out);
+}
+
+static float bf16_to_float(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Half values are widened into a float block first (exact), then summarised as float32. */
+static void summarise_half(const uint16_t *p, Py_ssize_t n, int kind, Summary *out) {
+    float buf[BLOCK];
+    for (Py_ssize_t i = 0; i < n; i += BLOCK) {
+        int m = (int)(n - i < BLOCK ? n - i : BLOCK);
+        if (kind == KIND_F16)
+            for (int k = 0; k < m; k++) buf[k] = half_table[p[i + k]];
+        else
+            for (int k = 0; k < m; k++) buf[k] = bf16_to_float(p[i + k]);
+        block_f32(buf, m, out);
+    }
+}
+
+static PyObject *summary(PyObject *self, PyObject *args) {
+    unsigned long long address;
+    Py_ssize_t n;
+    int kind;
+    if (!PyArg_ParseTuple(args, "Kni:summary", &address, &n, &kind))
+        return NULL;
+    if (address == 0 || n <= 0 || kind < KIND_F32 || kind > KIND_BF16) {
+        PyErr_SetString(PyExc_ValueError, "summary: needs a non-null address, a positive count and a known kind");
+        return NULL;
+    }
+    Summary r;
+    const void *p = (const void *)(uintptr_t)address;
+    int nogil = n >= NOGIL_MIN;
+    PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
+    summary_init(&r);
+    if (kind == KIND_F32)
+        summarise_f32((const float *)p, n, &r);
+    else
+        summarise_half((const uint16_t *)p, n, kind, &r);
+    if (nogil)
+        PyEval_RestoreThread(ts);
+    double mx = r.max, mn = r.min;
+    double mean = (float)(r.sum / (double)n);
+    double norm = r.sumsq > (double)FLT_MAX ? INFINITY : (float)sqrt(r.sumsq);
+    if (r.nans) {
+        mx = mn = mean = norm = NAN;
+    }
+    return Py_BuildValue("(ddddnnn)", mx, mn, mean, norm, r.zeros, r.nans, r.infs);
+}
+
+static PyMethodDef methods[] = {
+    {"summary", summary, METH_VARARGS,
+     "summary(address, count, kind) -> (max, min, mean, norm, zeros, nans, infs) of `count` contiguous values "
+     "at `address` (kind 0 float32, 1 float16, 2 bfloat16)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cstats",
+                                    "One-pass statistics of contiguous host tensors.", -1, methods};
+
+PyMODINIT_FUNC PyInit__cstats(void) {
+    for (uint32_t h = 0; h < 65536; h++)
+        half_table[h] = half_to_float((uint16_t)h);
+    return PyModule_Create(&module);
+}

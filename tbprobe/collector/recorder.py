@@ -49,6 +49,9 @@ class StepRecord:
         self.checksums: List[Tuple[dict, str]] = []
         self.tensor_files: List[Tuple[str, Any]] = []  # (file name, payload) for task tensor / save()
         self.errors = 0
+        # a NaN or Inf anywhere in the entries (a statistic or a float argument): the writer then encodes with
+        # the json module, which writes them as NaN/Infinity as the reference does (orjson would write null)
+        self.nonfinite = False
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -102,8 +105,11 @@ def fill_items(record: StepRecord, values: Sequence[Optional[List[float]]]) -> D
         item["zero_count"] = zeros
         item["nan_count"] = nans
         item["inf_count"] = infs
+        if not (isfinite(mean) and isfinite(norm)):
+            record.nonfinite = True      # an overflowed Mean or Norm of finite values counts only here
         if not (isfinite(row[0]) and isfinite(row[1])):
             nonfinite += 1
+            record.nonfinite = True
         else:
             a = abs(row[0])
             b = abs(row[1])

@@ -72,11 +72,11 @@ def test_disk_full_stops_collection_training_continues(tmp_path, monkeypatch, ca
     real = writer.write_json_atomic
     calls = {"n": 0}
 
-    def full_after_first_step(path, obj, indent=1):
+    def full_after_first_step(path, obj, indent=1, **kw):
         calls["n"] += 1
         if calls["n"] > 4:   # the first step's four files succeed, then the disk is "full"
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, obj, indent)
+        real(path, obj, indent, **kw)
 
     monkeypatch.setattr(writer, "write_json_atomic", full_after_first_step)
     dbg = make_debugger(tmp_path, level="L1", steps=5)

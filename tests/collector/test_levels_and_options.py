@@ -1,8 +1,10 @@
 """Levels, filters, tasks and the loop conveniences, on real CPU training."""
 import glob
 import json
+import math
 import os
 
+import pytest
 import torch
 from conftest import load_rank, make_debugger, rank_dirs
 from run_model import build, train
@@ -185,7 +187,30 @@ def test_nonfinite_values_are_counted(tmp_path):
     dbg.close()
     out = dump_of(tmp_path)["dump"]["data"]["Torch.log.0.forward"]["output"][0]
     assert out["nan_count"] == 1 and out["inf_count"] == 1 and out["zero_count"] == 1
+    assert math.isnan(out["Max"]) and math.isnan(out["Norm"])      # NaN in the file, as the reference writes
     assert y.isnan().sum() == 1
+
+
+@pytest.mark.parametrize("case", ["scalar", "overflow", "finite"])
+def test_nonfinite_numbers_survive_the_fast_encoder(tmp_path, case):
+    """A step is written by orjson unless it holds a NaN/Inf anywhere, since orjson would write null: a float
+    argument, or a Norm that overflows float32 while Max/Min are finite."""
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    x = torch.full((4,), 3e38) if case == "overflow" else torch.tensor([1.0, 2.0])
+    dbg.start()
+    y = torch.div(x, float("inf") if case == "scalar" else 0.5)     # inf as an argument, a finite output
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    entry = dump_of(tmp_path)["dump"]["data"]["Torch.div.0.forward"]
+    assert torch.isfinite(y).all() != (case == "overflow")
+    if case == "scalar":
+        assert entry["input_args"][1] == {"type": "float", "value": math.inf}
+    elif case == "overflow":
+        assert entry["input_args"][0]["Max"] == x.max().item() and entry["input_args"][0]["Norm"] == math.inf
+    else:
+        assert entry["input_args"][1] == {"type": "float", "value": 0.5}
+        assert entry["output"][0]["Norm"] == pytest.approx(math.sqrt(20.0))
 
 
 def test_live_build_graph_per_rank(tmp_path):

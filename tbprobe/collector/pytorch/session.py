@@ -187,6 +187,9 @@ class Session:
                 t._maybe_finish(force=True)
         self.trackers = []
         values = self.stats.collect()
+        if self.items.nonfinite_scalars:
+            self.record.nonfinite = True
+            self.items.nonfinite_scalars = 0
         return self.record, values
 
     # --- helpers used by the hooks -------------------------------------------------------------------------

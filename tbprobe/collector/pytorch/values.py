@@ -41,6 +41,7 @@ class ItemMaker:
         self.summary_mode = summary_mode
         self.on_stats = on_stats        # (item, tensor) -> None: schedules Max/Min/Mean/Norm
         self.on_save = on_save          # (item, tensor, key) -> None: schedules a .pt file
+        self.nonfinite_scalars = 0      # NaN/Inf float arguments seen (the writer's choice of encoder)
         # statistics only: no checksum, no saved tensor (tensor_item's short path)
         self.fast = (task == "statistics" and summary_mode == "statistics" and not self.tensor_list)
 
@@ -58,6 +59,8 @@ class ItemMaker:
         if self.summary_mode == "xor" and not self.structure:
             # the reference writes a 0-dim tensor's value itself in xor mode (as it does for its statistics)
             item["md5"] = (t.item() if t.dim() == 0 else tensor_xor(t)) if data else None
+            if type(item["md5"]) is float and item["md5"] - item["md5"] != 0:
+                self.nonfinite_scalars += 1
             item["requires_grad"] = t.requires_grad
             return item
         if not self.structure:
@@ -80,6 +83,8 @@ class ItemMaker:
             return None
         kind = _SCALARS.get(type(v))
         if kind is not None:
+            if kind == "float" and v - v != 0:   # NaN or +-Inf: the step's dump needs the json module
+                self.nonfinite_scalars += 1
             return {"type": kind, "value": v}
         if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
             return [self.value(x, f"{key}.{i}", save) for i, x in enumerate(v)]
@@ -98,7 +103,10 @@ class ItemMaker:
         if type(v).__name__ == "ProcessGroup":
             return _process_group(v)
         if isinstance(v, (int, float, bool)):  # numpy scalars and friends
-            return {"type": type(v).__name__, "value": v.item() if hasattr(v, "item") else v}
+            value = v.item() if hasattr(v, "item") else v
+            if isinstance(value, float) and value - value != 0:
+                self.nonfinite_scalars += 1
+            return {"type": type(v).__name__, "value": value}
         return None
 
 

@@ -1,4 +1,4 @@
-/* One-pass statistics of a contiguous host buffer of float32, float16 or bfloat16 values.
+/* One-pass statistics of a contiguous host buffer of float32, float16, bfloat16, int64, int32 or bool values.
 
    On the CPU a statistics kernel costs a few microseconds of dispatch before it touches the data, and a summary
    needs four of them (aminmax, sum, norm, and a zero count at the step's end). Small tensors are the common case
@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { KIND_F32 = 0, KIND_F16 = 1, KIND_BF16 = 2 };
+enum { KIND_F32 = 0, KIND_F16 = 1, KIND_BF16 = 2, KIND_I64 = 3, KIND_I32 = 4, KIND_BOOL = 5 };
 /* Above this many elements the pass runs without the GIL, so the writer thread keeps going. */
 #define NOGIL_MIN (1 << 16)
 
@@ -146,30 +146,64 @@ static void summarise_half(const uint16_t *p, Py_ssize_t n, int kind, Summary *o
     }
 }
 
-static PyObject *summary(PyObject *self, PyObject *args) {
-    unsigned long long address;
-    Py_ssize_t n;
-    int kind;
-    if (!PyArg_ParseTuple(args, "Kni:summary", &address, &n, &kind))
+/* Integer and bool tensors: exact Max/Min (returned as Python ints), Sum and sum of squares in double. */
+#define INT_SUMMARY(TYPE)                                                                                 \
+    static void summarise_##TYPE(const TYPE *p, Py_ssize_t n, long long *mx, long long *mn, Summary *out) { \
+        TYPE hi = p[0], lo = p[0];                                                                        \
+        double s = 0, q = 0;                                                                              \
+        Py_ssize_t z = 0;                                                                                 \
+        for (Py_ssize_t i = 0; i < n; i++) {                                                              \
+            TYPE v = p[i];                                                                                \
+            hi = v > hi ? v : hi;                                                                         \
+            lo = v < lo ? v : lo;                                                                         \
+            s += (double)v;                                                                               \
+            q += (double)v * (double)v;                                                                   \
+            z += (v == 0);                                                                                \
+        }                                                                                                 \
+        *mx = (long long)hi; *mn = (long long)lo;                                                         \
+        out->sum = s; out->sumsq = q; out->zeros = z;                                                     \
+    }
+INT_SUMMARY(int64_t)
+INT_SUMMARY(int32_t)
+INT_SUMMARY(uint8_t)
+
+static PyObject *summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "summary(address, count, kind) takes three integers");
         return NULL;
-    if (address == 0 || n <= 0 || kind < KIND_F32 || kind > KIND_BF16) {
+    }
+    unsigned long long address = PyLong_AsUnsignedLongLong(args[0]);
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    long kind = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (address == 0 || n <= 0 || kind < KIND_F32 || kind > KIND_BOOL) {
         PyErr_SetString(PyExc_ValueError, "summary: needs a non-null address, a positive count and a known kind");
         return NULL;
     }
     Summary r;
+    long long imax = 0, imin = 0;
     const void *p = (const void *)(uintptr_t)address;
     int nogil = n >= NOGIL_MIN;
     PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
     summary_init(&r);
     if (kind == KIND_F32)
         summarise_f32((const float *)p, n, &r);
+    else if (kind == KIND_F16 || kind == KIND_BF16)
+        summarise_half((const uint16_t *)p, n, (int)kind, &r);
+    else if (kind == KIND_I64)
+        summarise_int64_t((const int64_t *)p, n, &imax, &imin, &r);
+    else if (kind == KIND_I32)
+        summarise_int32_t((const int32_t *)p, n, &imax, &imin, &r);
     else
-        summarise_half((const uint16_t *)p, n, kind, &r);
+        summarise_uint8_t((const uint8_t *)p, n, &imax, &imin, &r);
     if (nogil)
         PyEval_RestoreThread(ts);
-    double mx = r.max, mn = r.min;
     double mean = (float)(r.sum / (double)n);
     double norm = r.sumsq > (double)FLT_MAX ? INFINITY : (float)sqrt(r.sumsq);
+    if (kind >= KIND_I64)
+        return Py_BuildValue("(LLddnnn)", imax, imin, mean, norm, r.zeros, (Py_ssize_t)0, (Py_ssize_t)0);
+    double mx = r.max, mn = r.min;
     if (r.nans) {
         mx = mn = mean = norm = NAN;
     }
@@ -177,9 +211,9 @@ static PyObject *summary(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"summary", summary, METH_VARARGS,
+    {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL,
      "summary(address, count, kind) -> (max, min, mean, norm, zeros, nans, infs) of `count` contiguous values "
-     "at `address` (kind 0 float32, 1 float16, 2 bfloat16)."},
+     "at `address` (kind 0 float32, 1 float16, 2 bfloat16, 3 int64, 4 int32, 5 bool)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -164,8 +164,8 @@ def test_zero_count_known_without_the_tensor_when_zero_is_out_of_range():
     assert [rows[s][4:] for s in slots] == [[0, 0, 0], [0, 0, 0], [2, 0, 0]]
 
 
-def _row(t, low=False):
-    buf = StatBuffer(low_precision=low)
+def _row(t, low=False, host=True):
+    buf = StatBuffer(low_precision=low, host_kernel=host)
     buf.add(t)
     return buf.collect()[0]
 
@@ -184,15 +184,16 @@ def _special(n, dtype, seed):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("n", [14, 63, 511, 512, 513, 4099, 70000])
 def test_host_kernel_agrees_with_torch_kernels(dtype, n):
-    """A contiguous CPU tensor takes the one-pass host kernel; its transposed (non-contiguous) view of the same
-    values takes torch's kernels and the counts at the step's end. Both must say the same."""
+    """A CPU tensor takes the one-pass host kernel (a non-contiguous view through a copy); without it, torch's
+    kernels and the counts at the step's end, as on an accelerator. All must say the same."""
     rows = max(2, n // 7)
     t = _special(rows * 7, dtype, n).reshape(rows, 7)
     assert not t.t().is_contiguous()
-    host, kernels = _row(t), _row(t.t())
+    host, kernels, copied = _row(t), _row(t.t(), host=False), _row(t.t())
+    assert copied[:2] == host[:2] and copied[4:] == host[4:]
     assert host[0] == kernels[0] == t.max().item() and host[1] == kernels[1] == t.min().item()
     d = t.double()
-    for got in (host, kernels):
+    for got in (host, kernels, copied):
         assert math.isclose(got[2], d.mean().item(), rel_tol=1e-5, abs_tol=1e-6)
         assert math.isclose(got[3], d.norm().item(), rel_tol=1e-5)
     assert host[4:] == kernels[4:] == [int((t == 0).sum()), 0, 0]
@@ -230,3 +231,20 @@ def test_host_kernel_is_not_used_where_it_would_change_the_answer():
     assert _row(f64)[0] == f64.max().item()                                    # float64 keeps its width
     zero_dim = torch.tensor(-2.5)
     assert _row(zero_dim)[:4] == [-2.5] * 4                                     # the value itself, as the reference
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_host_kernel_integers_and_bool(dtype):
+    g = torch.Generator().manual_seed(3)
+    t = torch.randint(-1000, 1000, (37, 11), generator=g).to(dtype)
+    t[3, 4] = 0
+    host, kernels = _row(t), _row(t, host=False)
+    assert host[:2] == kernels[:2] == [t.max().item(), t.min().item()]
+    assert isinstance(host[0], int)
+    d = t.double()
+    for got in (host, kernels):
+        assert math.isclose(got[2], d.mean().item(), rel_tol=1e-6, abs_tol=1e-7)
+        assert math.isclose(got[3], d.norm().item(), rel_tol=1e-6)
+    assert host[4:] == kernels[4:] == [int((t == 0).sum()), 0, 0]
+    big = torch.tensor([2 ** 62, -(2 ** 62) - 3], dtype=torch.int64)   # exact beyond float64's 53 bits
+    assert _row(big)[:2] == [2 ** 62, -(2 ** 62) - 3]

@@ -31,8 +31,9 @@ _DOT_MIN = 1 << 14
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _STRIDED = torch.strided
 # dtypes the one-pass host kernel reads (tbprobe/collector/_cstats.c), by its kind code
-_HOST_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
-_HOST_KINDS_LOW = {torch.float32: 0}      # precision "low" keeps half statistics in the half dtype: torch's path
+_HOST_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 3, torch.int32: 4, torch.bool: 5}
+# precision "low" keeps half statistics in the half dtype: torch's path
+_HOST_KINDS_LOW = {k: v for k, v in _HOST_KINDS.items() if k not in _HALF}
 
 
 def is_summarisable(t: torch.Tensor) -> bool:
@@ -86,9 +87,10 @@ class StatBuffer:
     Two lanes: float32 scalars (almost every tensor; stacked once per batch) and float64 vectors (float64 and
     64-bit integer tensors, whose Max/Min need the width)."""
 
-    def __init__(self, low_precision: bool = False) -> None:
+    def __init__(self, low_precision: bool = False, host_kernel: bool = True) -> None:
         self.low_precision = low_precision     # config precision "low": see _scalars
-        self._host_kinds = _HOST_KINDS_LOW if low_precision else _HOST_KINDS
+        # host_kernel False: every tensor takes torch's kernels, as on an accelerator (the tests compare both)
+        self._host_kinds = {} if not host_kernel else _HOST_KINDS_LOW if low_precision else _HOST_KINDS
         self.reset()
 
     def __len__(self) -> int:
@@ -101,15 +103,16 @@ class StatBuffer:
         if hit is not None and hit[1] == version and hit[0]() is t:
             return hit[2]
         kind = self._host_kinds.get(t.dtype)
-        if kind is not None and t.is_cpu and type(t) in _PLAIN and t.layout is _STRIDED and t.dim() \
-                and t.is_contiguous():
+        if kind is not None and t.is_cpu and type(t) in _PLAIN and t.layout is _STRIDED and t.dim():
             # a CPU tensor: all seven numbers in one pass over its memory, no kernel launches, no counts later
+            # (a view that is not contiguous is copied first: one copy costs less than three kernels)
+            c = t if t.is_contiguous() else t.detach().contiguous()
             try:
-                address = t.data_ptr()
+                address = c.data_ptr()
             except RuntimeError:     # a wrapper without storage (functorch): torch's kernels below
                 address = 0
             if address:
-                self._host_rows.append(list(_host_summary(address, t.numel(), kind)))
+                self._host_rows.append(list(_host_summary(address, c.numel(), kind)))
                 return self._slot(t, key, version, 2, len(self._host_rows) - 1)
         grad = _grad_enabled()
         if grad:  # two C calls instead of a no_grad context manager per tensor

@@ -167,19 +167,24 @@ INT_SUMMARY(int64_t)
 INT_SUMMARY(int32_t)
 INT_SUMMARY(uint8_t)
 
-static PyObject *summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "summary(address, count, kind) takes three integers");
-        return NULL;
-    }
+typedef struct {
+    PyObject *max, *min;           /* new references */
+    double mean, norm;
+    Py_ssize_t zeros, nans, infs;
+    double max_abs;                /* max(|Max|, |Min|) when both are finite */
+    int finite_range, finite_all;  /* Max/Min finite; all four statistics finite */
+} Result;
+
+/* Parses (address, count, kind) from args[first..first+2] and runs the pass; 0 on success, -1 with an exception. */
+static int run(PyObject *const *args, Result *out) {
     unsigned long long address = PyLong_AsUnsignedLongLong(args[0]);
     Py_ssize_t n = PyLong_AsSsize_t(args[1]);
     long kind = PyLong_AsLong(args[2]);
     if (PyErr_Occurred())
-        return NULL;
+        return -1;
     if (address == 0 || n <= 0 || kind < KIND_F32 || kind > KIND_BOOL) {
         PyErr_SetString(PyExc_ValueError, "summary: needs a non-null address, a positive count and a known kind");
-        return NULL;
+        return -1;
     }
     Summary r;
     long long imax = 0, imin = 0;
@@ -199,21 +204,84 @@ static PyObject *summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         summarise_uint8_t((const uint8_t *)p, n, &imax, &imin, &r);
     if (nogil)
         PyEval_RestoreThread(ts);
-    double mean = (float)(r.sum / (double)n);
-    double norm = r.sumsq > (double)FLT_MAX ? INFINITY : (float)sqrt(r.sumsq);
-    if (kind >= KIND_I64)
-        return Py_BuildValue("(LLddnnn)", imax, imin, mean, norm, r.zeros, (Py_ssize_t)0, (Py_ssize_t)0);
-    double mx = r.max, mn = r.min;
-    if (r.nans) {
-        mx = mn = mean = norm = NAN;
+    out->mean = (float)(r.sum / (double)n);
+    out->norm = r.sumsq > (double)FLT_MAX ? INFINITY : (float)sqrt(r.sumsq);
+    out->zeros = r.zeros;
+    out->nans = r.nans;
+    out->infs = r.infs;
+    double mx, mn;
+    if (kind == KIND_BOOL) {
+        out->max = PyBool_FromLong((long)imax);
+        out->min = PyBool_FromLong((long)imin);
+        mx = (double)imax; mn = (double)imin;
+    } else if (kind >= KIND_I64) {
+        out->max = PyLong_FromLongLong(imax);
+        out->min = PyLong_FromLongLong(imin);
+        mx = (double)imax; mn = (double)imin;
+    } else {
+        mx = r.max; mn = r.min;
+        if (r.nans)
+            mx = mn = out->mean = out->norm = NAN;
+        out->max = PyFloat_FromDouble(mx);
+        out->min = PyFloat_FromDouble(mn);
     }
-    return Py_BuildValue("(ddddnnn)", mx, mn, mean, norm, r.zeros, r.nans, r.infs);
+    if (out->max == NULL || out->min == NULL) {
+        Py_XDECREF(out->max);
+        Py_XDECREF(out->min);
+        return -1;
+    }
+    out->finite_range = isfinite(mx) && isfinite(mn);
+    out->finite_all = out->finite_range && isfinite(out->mean) && isfinite(out->norm);
+    out->max_abs = fabs(mx) > fabs(mn) ? fabs(mx) : fabs(mn);
+    return 0;
+}
+
+static PyObject *summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "summary(address, count, kind) takes three integers");
+        return NULL;
+    }
+    Result r;
+    if (run(args, &r) < 0)
+        return NULL;
+    return Py_BuildValue("(NNddnnn)", r.max, r.min, r.mean, r.norm, r.zeros, r.nans, r.infs);
+}
+
+static PyObject *key_names[7];
+static const char *const key_texts[7] = {"Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"};
+
+/* summarise_into(item, address, count, kind) -> health: sets the item's seven statistics keys (in the
+   reference's order, after the placeholders the caller put there) and returns max(|Max|, |Min|), or -1.0 when
+   Max or Min is NaN/Inf, or -2.0 when only Mean or Norm is (an overflow): what the step's health and the
+   writer's choice of JSON encoder need, without a Python tuple per tensor. */
+static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "summarise_into(item: dict, address, count, kind)");
+        return NULL;
+    }
+    Result r;
+    if (run(args + 1, &r) < 0)
+        return NULL;
+    PyObject *values[7] = {r.max, r.min, PyFloat_FromDouble(r.mean), PyFloat_FromDouble(r.norm),
+                           PyLong_FromSsize_t(r.zeros), PyLong_FromSsize_t(r.nans), PyLong_FromSsize_t(r.infs)};
+    int failed = 0;
+    for (int k = 0; k < 7; k++) {
+        if (values[k] == NULL || PyDict_SetItem(args[0], key_names[k], values[k]) < 0)
+            failed = 1;
+        Py_XDECREF(values[k]);
+    }
+    if (failed)
+        return NULL;
+    return PyFloat_FromDouble(!r.finite_range ? -1.0 : !r.finite_all ? -2.0 : r.max_abs);
 }
 
 static PyMethodDef methods[] = {
     {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL,
      "summary(address, count, kind) -> (max, min, mean, norm, zeros, nans, infs) of `count` contiguous values "
      "at `address` (kind 0 float32, 1 float16, 2 bfloat16, 3 int64, 4 int32, 5 bool)."},
+    {"summarise_into", (PyCFunction)(void (*)(void))summarise_into, METH_FASTCALL,
+     "summarise_into(item, address, count, kind) -> max(|Max|, |Min|), -1.0 (Max/Min not finite) or -2.0 (Mean "
+     "or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and inf_count."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -223,5 +291,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cstats",
 PyMODINIT_FUNC PyInit__cstats(void) {
     for (uint32_t h = 0; h < 65536; h++)
         half_table[h] = half_to_float((uint16_t)h);
+    for (int k = 0; k < 7; k++) {
+        key_names[k] = PyUnicode_InternFromString(key_texts[k]);
+        if (key_names[k] == NULL)
+            return NULL;
+    }
     return PyModule_Create(&module);
 }

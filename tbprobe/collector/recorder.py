@@ -52,6 +52,9 @@ class StepRecord:
         # a NaN or Inf anywhere in the entries (a statistic or a float argument): the writer then encodes with
         # the json module, which writes them as NaN/Infinity as the reference does (orjson would write null)
         self.nonfinite = False
+        # health of the items filled at once by the adapter (the rest come through `slots`)
+        self.host_nonfinite = 0
+        self.host_max_abs = 0.0
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -85,8 +88,8 @@ def _kind(dtype: str) -> Tuple[bool, bool]:
 
 def fill_items(record: StepRecord, values: Sequence[Optional[List[float]]]) -> Dict[str, float]:
     """Write the host statistics into the items; returns the step's health figures."""
-    nonfinite = 0
-    max_abs = 0.0
+    nonfinite = record.host_nonfinite
+    max_abs = record.host_max_abs
     isfinite = math.isfinite
     n_values = len(values)
     for item, slot, _numel in record.slots:

@@ -37,10 +37,12 @@ def test_losses_and_weights_bitwise_identical(tmp_path, model, level, mode):
 def test_hook_exception_is_caught_counted_logged_once(tmp_path, monkeypatch, caplog):
     import tbprobe.collector.pytorch.stats as stats
 
-    def broken(self, t):
+    def broken(self, *args):
         raise RuntimeError("forced failure")
 
-    monkeypatch.setattr(stats.StatBuffer, "add", broken)   # every statistic of every hook fails
+    # every statistic of every hook fails, on the host kernel's path and on torch's
+    monkeypatch.setattr(stats.StatBuffer, "fill", broken)
+    monkeypatch.setattr(stats.StatBuffer, "add", broken)
     torch.manual_seed(7)
     _, plain = train(None, "mlp", steps=2)
     dbg = make_debugger(tmp_path, level="mix", steps=2)

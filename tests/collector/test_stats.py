@@ -248,3 +248,45 @@ def test_host_kernel_integers_and_bool(dtype):
     assert host[4:] == kernels[4:] == [int((t == 0).sum()), 0, 0]
     big = torch.tensor([2 ** 62, -(2 ** 62) - 3], dtype=torch.int64)   # exact beyond float64's 53 bits
     assert _row(big)[:2] == [2 ** 62, -(2 ** 62) - 3]
+
+
+def _filled(t, buf=None):
+    buf = StatBuffer() if buf is None else buf
+    item = {"Max": None, "Min": None, "Mean": None, "Norm": None}
+    assert buf.fill(item, t)
+    return item, buf
+
+
+def test_fill_sets_the_items_statistics_at_once_and_the_steps_health():
+    t = torch.tensor([[1.5, -4.0, 0.0], [2.0, 0.0, 3.0]])
+    item, buf = _filled(t)
+    assert list(item) == ["Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"]
+    assert item["Max"] == 3.0 and item["Min"] == -4.0 and item["zero_count"] == 2
+    assert math.isclose(item["Mean"], t.double().mean().item(), rel_tol=1e-6)
+    assert buf.host_max_abs == 4.0 and buf.host_nonfinite == 0 and not buf.host_nonfinite_values
+    _filled(torch.tensor([1.0, float("inf")]), buf)
+    assert buf.host_nonfinite == 1 and buf.host_nonfinite_values
+    over, buf2 = _filled(torch.full((8,), 3e38))          # finite Max/Min, a Norm that overflows
+    assert over["Norm"] == math.inf and buf2.host_nonfinite == 0 and buf2.host_nonfinite_values
+    flags, _ = _filled(torch.tensor([True, False, True]))
+    assert flags["Max"] is True and flags["Min"] is False
+    ints, _ = _filled(torch.tensor([3, -9], dtype=torch.int32))
+    assert ints["Max"] == 3 and isinstance(ints["Max"], int)
+
+
+def test_fill_leaves_what_the_host_kernel_cannot_read_to_add():
+    buf = StatBuffer()
+    assert not buf.fill({}, torch.tensor(2.0))                       # 0-dim: the value itself, via add
+    assert not buf.fill({}, torch.randn(4, dtype=torch.float64))     # float64 keeps its width, via add
+    assert not buf.fill({}, torch.empty(3, device="meta"))
+    assert not StatBuffer(host_kernel=False).fill({}, torch.randn(4))
+
+
+def test_fill_reuses_a_large_tensor_seen_twice_unmodified():
+    t = torch.randn(1 << 15)
+    first, buf = _filled(t)
+    again, _ = _filled(t, buf)
+    assert again == first and len(buf._host_cache) == 1
+    t.mul_(-2)                                              # changed in place: summarised anew
+    changed, _ = _filled(t, buf)
+    assert changed["Max"] == pytest.approx(-2 * first["Min"]) and changed["Min"] == pytest.approx(-2 * first["Max"])

@@ -186,7 +186,12 @@ class Session:
             if t.started and not t.done:
                 t._maybe_finish(force=True)
         self.trackers = []
-        values = self.stats.collect()
+        st, rec = self.stats, self.record
+        rec.host_nonfinite = st.host_nonfinite
+        rec.host_max_abs = st.host_max_abs
+        if st.host_nonfinite_values:
+            rec.nonfinite = True
+        values = st.collect()
         if self.items.nonfinite_scalars:
             self.record.nonfinite = True
             self.items.nonfinite_scalars = 0
@@ -217,7 +222,8 @@ class Session:
         self._data_names[name] = False
 
     def _schedule_stats(self, item: dict, t: torch.Tensor) -> None:
-        self.record.slots.append((item, self.stats.add(t), 0))   # (numel is not needed to fill the item)
+        if not self.stats.fill(item, t):     # a CPU tensor is summarised at once; others get a slot
+            self.record.slots.append((item, self.stats.add(t), 0))   # (numel is not needed to fill the item)
 
     def _schedule_save(self, item: dict, t: torch.Tensor, key: str) -> None:
         fname = f"{key}.pt"

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from tbprobe.collector._cstats import summarise_into as _summarise_into
 from tbprobe.collector._cstats import summary as _host_summary
 
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
@@ -34,6 +35,10 @@ _STRIDED = torch.strided
 _HOST_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 3, torch.int32: 4, torch.bool: 5}
 # precision "low" keeps half statistics in the half dtype: torch's path
 _HOST_KINDS_LOW = {k: v for k, v in _HOST_KINDS.items() if k not in _HALF}
+# Below this size a second pass of the host kernel costs less than remembering the first (a weak reference and a
+# cache entry per tensor); above it, a tensor seen twice unmodified is summarised once.
+_HOST_CACHE_MIN = 1 << 14
+_ITEM_KEYS = ("Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count")
 
 
 def is_summarisable(t: torch.Tensor) -> bool:
@@ -95,6 +100,50 @@ class StatBuffer:
 
     def __len__(self) -> int:
         return self._count
+
+    def fill(self, item: dict, t: torch.Tensor) -> bool:
+        """Fill `item`'s statistics now when the host kernel reads `t` (a CPU tensor of a supported dtype);
+        False otherwise, and `add` takes it. The step's health figures for these items accumulate here."""
+        kind = self._host_kinds.get(t.dtype)
+        if kind is None or not t.is_cpu or type(t) not in _PLAIN or t.layout is not _STRIDED or not t.dim():
+            return False
+        n = t.numel()
+        cached = n >= _HOST_CACHE_MIN
+        if cached:
+            key = id(t)
+            version = t._version
+            hit = self._host_cache.get(key)
+            if hit is not None and hit[1] == version and hit[0]() is t:
+                src = hit[2]
+                for k in _ITEM_KEYS:
+                    item[k] = src[k]
+                self._health(hit[3])
+                return True
+        # a view that is not contiguous is copied first: one copy costs less than torch's kernels
+        c = t if t.is_contiguous() else t.detach().contiguous()
+        try:
+            address = c.data_ptr()
+        except RuntimeError:     # a wrapper without storage (functorch): torch's kernels
+            return False
+        if not address:
+            return False
+        health = _summarise_into(item, address, n, kind)
+        self._health(health)
+        if cached:
+            try:
+                self._host_cache[key] = (weakref.ref(t), version, item, health)
+            except TypeError:
+                pass
+        return True
+
+    def _health(self, h: float) -> None:
+        if h >= 0.0:
+            if h > self.host_max_abs:
+                self.host_max_abs = h
+        else:
+            self.host_nonfinite_values = True
+            if h == -1.0:
+                self.host_nonfinite += 1
 
     def add(self, t: torch.Tensor) -> int:
         key = id(t)
@@ -253,6 +302,12 @@ class StatBuffer:
         self._numel32: List[int] = []      # numel of each pending float32 row (its Sum becomes the Mean)
         self._pending64: List[torch.Tensor] = []
         self._host_rows: List[List[float]] = []            # lane 2: finished rows from the host kernel
+        self._host_cache: Dict[int, Tuple[Any, int, dict, float]] = {}  # id -> (weakref, version, item, health)
+        # health of the items `fill` completed: tensors with a NaN/Inf Max or Min, the largest finite |Max|/|Min|,
+        # and whether any statistic at all is NaN/Inf (the writer's choice of JSON encoder)
+        self.host_nonfinite = 0
+        self.host_max_abs = 0.0
+        self.host_nonfinite_values = False
         self._batches32: List[torch.Tensor] = []
         self._batches64: List[torch.Tensor] = []
         self._n32 = 0

@@ -152,7 +152,7 @@ class Session:
         self.counters = Counters()
         self.stats = StatBuffer(low_precision=cfg.precision == "low")
         self.items = ItemMaker(cfg.task, cfg.summary_mode, self._schedule_stats, self._schedule_save,
-                               cfg.tensor_list)
+                               cfg.tensor_list, fill=self.stats.fill)
         self.want_stack = cfg.extra_info
         self.active = False
         self.busy = 0                      # >0 while tbprobe's own code runs: nothing is intercepted then
@@ -222,8 +222,8 @@ class Session:
         self._data_names[name] = False
 
     def _schedule_stats(self, item: dict, t: torch.Tensor) -> None:
-        if not self.stats.fill(item, t):     # a CPU tensor is summarised at once; others get a slot
-            self.record.slots.append((item, self.stats.add(t), 0))   # (numel is not needed to fill the item)
+        # (ItemMaker fills a CPU tensor's item at once through StatBuffer.fill; the others get a slot)
+        self.record.slots.append((item, self.stats.add(t), 0))   # (numel is not needed to fill the item)
 
     def _schedule_save(self, item: dict, t: torch.Tensor, key: str) -> None:
         fname = f"{key}.pt"

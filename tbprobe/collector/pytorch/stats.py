@@ -108,6 +108,8 @@ class StatBuffer:
         if kind is None or not t.is_cpu or type(t) not in _PLAIN or t.layout is not _STRIDED or not t.dim():
             return False
         n = t.numel()
+        if not n:
+            return False
         cached = n >= _HOST_CACHE_MIN
         if cached:
             key = id(t)

@@ -34,12 +34,14 @@ class ItemMaker:
     """Builds items; `on_tensor(item, tensor, key)` lets the session attach stats/checksums/files."""
 
     def __init__(self, task: str, summary_mode: str, on_stats: Callable, on_save: Optional[Callable],
-                 tensor_list: Sequence[str] = ()) -> None:
+                 tensor_list: Sequence[str] = (), fill: Optional[Callable[[dict, torch.Tensor], bool]] = None) -> None:
         self.tensor_list = tuple(tensor_list)   # substrings of names whose tensors are also saved
         self.structure = task == "structure"
         self.tensor_task = task == "tensor"
         self.summary_mode = summary_mode
         self.on_stats = on_stats        # (item, tensor) -> None: schedules Max/Min/Mean/Norm
+        # (item, tensor) -> bool: fills them at once when it can (the host kernel); on_stats takes the rest
+        self.fill = fill
         self.on_save = on_save          # (item, tensor, key) -> None: schedules a .pt file
         self.nonfinite_scalars = 0      # NaN/Inf float arguments seen (the writer's choice of encoder)
         # statistics only: no checksum, no saved tensor (tensor_item's short path)
@@ -49,9 +51,12 @@ class ItemMaker:
         if (self.fast and type(t) in _PLAIN and not save and t.layout is _STRIDED
                 and not t.is_meta and t.numel()):
             # the common case in one dict literal (statistics task, plain dense tensor with data, nothing saved)
-            item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": list(t.shape),
+            dt = t.dtype
+            item = {"type": "torch.Tensor", "dtype": _DTYPE_NAMES.get(dt) or _dtype_name(dt), "shape": list(t.shape),
                     "Max": None, "Min": None, "Mean": None, "Norm": None, "requires_grad": t.requires_grad}
-            self.on_stats(item, t)
+            fill = self.fill
+            if fill is None or not fill(item, t):
+                self.on_stats(item, t)
             return item
         t = _local(t)
         item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
@@ -68,7 +73,8 @@ class ItemMaker:
         item["requires_grad"] = t.requires_grad
         if self.structure or not data:
             return item
-        self.on_stats(item, t)
+        if self.fill is None or not self.fill(item, t):
+            self.on_stats(item, t)
         if self.summary_mode == "md5":
             item["md5"] = tensor_checksum(t)
         if self.on_save is not None and (self.tensor_task or save or

@@ -18,7 +18,7 @@ system:
 	@PY=$(PY) bash scripts/setup_system.sh
 
 python: $(STAMP)
-$(STAMP): setup.py $(wildcard tbprobe/*/*.c)
+$(STAMP): setup.py $(wildcard tbprobe/*/*.c tbprobe/*/*.h)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

@@ -22,7 +22,7 @@ from tbprobe.graph_builder.metrics import tensor_metrics
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.graph_builder.overflow import overflow_level
 from tbprobe.graph_builder.rollup import findings_rows, roll_up
-from tbprobe.graph_builder.rows import assign_orders, edge_rows, ext_rows, node_row, node_texts
+from tbprobe.graph_builder.rows import assign_orders, edge_rows, ext_rows, node_row, node_texts, own_texts
 
 __all__ = ["Options", "RankSummary", "Sink", "process_rank", "compare_graph_pair", "finish_graph"]
 
@@ -187,8 +187,8 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
     also emits its bench twin's row); `b_nodes`: the other bench nodes."""
     for node in d_nodes:
         b = node.match
-        entry = node.entry if node.has_entry else None
         if _compared(node, bench, debug):
+            entry = node.entry if node.has_entry else None
             be = b.entry if b.has_entry else None
             res = compare_entries(node.name, entry, b.name, be, mode or "statistics", lookup, bench_texts=True)
             node.precision = res.precision
@@ -204,11 +204,15 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
             # the gradients of those same calls; their own results stay on them and roll up in node_ext)
             values = [c.precision for c in node.children if c.precision is not None and is_forward(c.name)]
             node.precision = max(values) if values else 0
-        if opts.overflow_check and entry and node.node_type != NODE_API_COLLECTION:
-            node.overflow = overflow_level(node.name, entry)
-        yield node_row(debug, node, *node_texts(node, entry, with_md5))
+        if opts.overflow_check and node.node_type != NODE_API_COLLECTION and node.has_entry:
+            entry = node.entry  # decoded once for both
+            if entry:
+                node.overflow = overflow_level(node.name, entry)
+            yield node_row(debug, node, *node_texts(node, entry, with_md5))
+            continue
+        yield node_row(debug, node, *own_texts(node, with_md5))
     for b in b_nodes:
-        yield node_row(bench, b, *node_texts(b, b.entry if b.has_entry else None, with_md5))  # type: ignore
+        yield node_row(bench, b, *own_texts(b, with_md5))  # type: ignore[arg-type]
 
 
 def _compared(node: Node, bench: Optional[Graph], debug: Graph) -> bool:

@@ -5,12 +5,19 @@ A 100k-entry dump is nearly all such entries, and the general path (flatten_entr
 _Item objects -> field dicts -> text) spends most of its time on objects that only live for one item. These
 functions make the same bytes in one pass per entry; anything they do not handle (nesting, parameters_grad,
 mixed tensor/scalar pairs, non-standard items) returns None and the caller takes the general path.
+
+Most of the work is done in C (_rowtext.c): a node's own texts (entry_texts; rows.own_texts also reads them
+straight from the entry's JSON text) and the statistics compare of float statistics and plain scalars
+(compare_plain). compare_stats's Python below takes what the C compare hands back (ints or bools among the
+statistics, big ints) before the general path does.
 tests/graph_builder/test_fast_path.py checks both paths give identical text on varied and hostile entries."""
 import json
+from functools import partial
 from math import isfinite
 from typing import List, Optional, Tuple
 
-from tbprobe.graph_builder.items import is_std_item, item_text, std_text, to_str
+from tbprobe.graph_builder import _rowtext
+from tbprobe.graph_builder.items import is_std_item, item_text, std_text
 from tbprobe.graph_builder.metrics import _stat
 
 __all__ = ["entry_texts", "compare_stats"]
@@ -57,30 +64,9 @@ def _pairs(entry: dict) -> Optional[Tuple[List[tuple], List[tuple]]]:
     return ins, outs
 
 
-def _text(prefix: str, pairs: List[tuple], with_md5: bool) -> str:
-    if not pairs:
-        return "{}"
-    parts = []
-    for k, v in pairs:
-        if v is None:
-            member = _NULL
-        elif len(v) == 8 and is_std_item(v):  # the common item, without item_text's other checks
-            member = std_text(v)
-        else:
-            member = item_text(v, with_md5)
-        parts.append(_enc(prefix + k) + ": {" + member + "}")
-    return "{" + ", ".join(parts) + "}"
-
-
-def entry_texts(name: str, entry: dict, with_md5: bool) -> Optional[Tuple[str, str]]:
-    """input_data / output_data text of a node's own entry (no compare fields), or None for the general path."""
-    if ".parameters_grad" in name:
-        return None
-    pairs = _pairs(entry)
-    if pairs is None:
-        return None
-    prefix = name + "."
-    return _text(prefix, pairs[0], with_md5), _text(prefix, pairs[1], with_md5)
+# entry_texts(name, entry, with_md5) -> (input_data, output_data) text of a node's own entry (no compare
+# fields), or None for the general path; items the C code does not format itself go to items.item_text
+entry_texts = partial(_rowtext.entry_texts, item_text)
 
 
 def _is_scalar(item: dict) -> bool:
@@ -92,51 +78,16 @@ def _is_scalar(item: dict) -> bool:
 
 _DIFFS = (', "Max diff": "%s", "Min diff": "%s", "Mean diff": "%s", "L2norm diff": "%s", '
           '"MaxRelativeErr": "%s", "MinRelativeErr": "%s", "MeanRelativeErr": "%s", "NormRelativeErr": "%s"')
-_FLOAT_DIFFS = _DIFFS.replace('diff": "%s"', 'diff": "%r"')  # the diffs are floats: %r is float.__repr__
 _TAIL = ', "Requires_grad Consistent": "%s", "Result": "%s", "Err_message": %s'
-_STD_FLOATS = ('"type": %s, "dtype": %s, "shape": "%s", "Max": "%r", "Min": "%r", "Mean": "%r", "Norm": "%r", '
-               '"requires_grad": "%s", "data_name": "-1"')
 _RANK = {"pass": 0, "warning": 1, "error": 2}
 _INDEX = {"pass": 0, "warning": 0.5, "error": 1}
 _NO_MSGS = '"[]"'
 
-
-def _rel_text(diff: float, y: float) -> str:
-    """metrics._stat's relative error text for two floats."""
-    if y == 0:
-        return "N/A"
-    if diff == 0:
-        return "0.0%"
-    value = abs(diff / y) * 100
-    return float.__repr__(value) + "%" if value.is_integer() else "%.6f%%" % value
-
-
-def _float_slot(key: str, is_output: bool, d: dict, b: dict) -> Optional[list]:
-    """The compare slot of two statistics items whose statistics are all floats (and shapes lists), made
-    without metrics._stat and the separate std_text (the same text), or None. Slot: [key, is_output, base text,
-    diffs text, NormRelativeErr, grad, result, msgs, not all Max/Min diffs finite]."""
-    mx, mn, me, no = d["Max"], d["Min"], d["Mean"], d["Norm"]
-    bmx, bmn, bme, bno = b["Max"], b["Min"], b["Mean"], b["Norm"]
-    shape = d["shape"]
-    if not (type(mx) is float and type(mn) is float and type(me) is float and type(no) is float and
-            type(bmx) is float and type(bmn) is float and type(bme) is float and type(bno) is float and
-            type(shape) is list):
-        return None
-    x0, x1, x2, x3 = mx - bmx, mn - bmn, me - bme, no - bno
-    if bno == 0:
-        nre = None
-    elif x3 == 0:
-        nre = 0.0
-    else:
-        nre = abs(x3 / bno)
-    dg = d["requires_grad"]
-    base = _STD_FLOATS % (_enc(d["type"]), _enc(d["dtype"]), str(shape), mx, mn, me, no,
-                          "True" if dg is True else to_str(dg))
-    diffs = _FLOAT_DIFFS % (x0, x1, x2, x3, _rel_text(x0, bmx), _rel_text(x1, bmn), _rel_text(x2, bme),
-                            _rel_text(x3, bno))
-    # x - x is 0 only for a finite x: a non-finite Max/Min on either side needs the inf/nan check
-    return [key, is_output, base, diffs, nre, "True" if dg == b["requires_grad"] else "False", "pass", None,
-            not (x0 - x0 == 0 and x1 - x1 == 0)]
+# _float_slot(key, is_output, d, b): the compare slot of two statistics items whose statistics are all floats
+# (shapes lists of ints), made in C without metrics._stat and the separate std_text (the same text), or None.
+# Slot: [key, is_output, base text, diffs text, NormRelativeErr, grad, result, msgs, not all Max/Min diffs finite]
+_float_slot = _rowtext.float_slot
+_compare_plain = _rowtext.compare_plain
 
 
 def _flag(slot: list, level: str, msg: str) -> None:
@@ -162,6 +113,11 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
     general path's messages (compare.py), so both paths say the same words."""
     if ".parameters_grad" in debug_name or ".parameters_grad" in bench_name or be is None:
         return None
+    # the common case in C: float statistics and plain scalars; the rest (ints or bools in statistics, big ints)
+    # below, which hands back what it does not take either
+    fast = _compare_plain(debug_name, de, bench_name, be, exempt, placeholder, msgs_of, bench_texts, item_text)
+    if fast is not None:
+        return fast
     d_pairs = _pairs(de)
     b_pairs = _pairs(be)
     if d_pairs is None or b_pairs is None:
@@ -232,10 +188,8 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
             slots.append(slot)
     if not slots:
         return None
-    b_texts = None
-    if bench_texts:
-        bprefix = bench_name + "."
-        b_texts = (_text(bprefix, b_in, False), _text(bprefix, b_out, False))
+    # None (a text the C code hands back) leaves the bench row to the general path
+    b_texts = entry_texts(bench_name, be, False) if bench_texts else None
     return _finish(slots, members, exempt, placeholder, msgs_of) + (b_texts,)
 
 

@@ -8,6 +8,8 @@ import json
 import zlib
 from typing import Any, Dict, List, Optional, Tuple
 
+from tbprobe.errors import TbprobeError
+
 __all__ = ["flatten_entry", "item_strings", "to_str", "is_tensor_item", "scalar_md5", "item_text", "fields_text",
            "data_text", "is_std_item", "std_text"]
 
@@ -43,8 +45,11 @@ def _flatten(prefix: str, value: Any, out: List[Pair]) -> None:
     elif isinstance(value, dict) and "type" not in value and value:
         for key, sub in value.items():
             _flatten(f"{prefix}.{key}", sub, out)
-    else:
+    elif value is None or isinstance(value, dict):
         out.append((prefix, value))
+    else:  # a dump wraps every argument in an item object: a bare number or string here is a broken dump
+        raise TbprobeError(f'dump entry argument "{prefix}" is a bare {type(value).__name__}, where an item '
+                           f'(an object with "type") or null is expected')
 
 
 def flatten_entry(name: str, entry: Optional[dict]) -> Tuple[List[Pair], List[Pair]]:

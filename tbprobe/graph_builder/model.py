@@ -51,6 +51,14 @@ class Node:
             return self.src.get(self.name)
         return self._entry
 
+    def entry_text(self) -> Optional[str]:
+        """The entry's JSON text, when its source keeps one (a dump's LazyEntries), else None."""
+        if self._entry is None and self.src is not None:
+            raw = getattr(self.src, "raw", None)
+            if raw is not None:
+                return raw(self.name)
+        return None
+
     @property
     def has_entry(self) -> bool:
         return self._entry is not None or self.src is not None

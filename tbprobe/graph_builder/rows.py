@@ -5,11 +5,12 @@ reference does); `node_row` then makes one tb_nodes row from a node and the JSON
 import json
 from typing import Dict, List, Tuple
 
+from tbprobe.graph_builder._rowtext import raw_texts
 from tbprobe.graph_builder.fast_path import entry_texts
 from tbprobe.graph_builder.items import data_text, flatten_entry, item_text
 from tbprobe.graph_builder.model import Graph, Node
 
-__all__ = ["assign_orders", "node_row", "node_texts", "ext_rows", "edge_rows", "graph_rows",
+__all__ = ["assign_orders", "node_row", "node_texts", "own_texts", "ext_rows", "edge_rows", "graph_rows",
            "COL_MATCHED_DISTRIBUTED", "COL_PRECISION"]
 
 COL_PRECISION = 7
@@ -51,6 +52,17 @@ def node_texts(node: Node, entry, with_md5: bool) -> Tuple[str, str]:
     ins, outs = flatten_entry(node.name, entry)
     return (data_text([(k, item_text(v, with_md5)) for k, v in ins]),
             data_text([(k, item_text(v, with_md5)) for k, v in outs]))
+
+
+def own_texts(node: Node, with_md5: bool) -> Tuple[str, str]:
+    """node_texts of the node's own entry, made straight from the entry's JSON text when it is plain (most are:
+    no decoded dict at all), else from the decoded entry."""
+    text = node.entry_text()
+    if text is not None:
+        texts = raw_texts(node.name, text, with_md5)
+        if texts is not None:
+            return texts
+    return node_texts(node, node.entry if node.has_entry else None, with_md5)
 
 
 def node_row(graph: Graph, node: Node, input_text: str, output_text: str) -> list:

@@ -131,3 +131,15 @@ def test_compare_nodes_for_manual_matches(mode):
     assert prec == d["precision_index"]
     assert ind == json.loads(d["input_data"])
     assert outd == json.loads(d["output_data"])
+
+
+def test_bare_value_in_an_argument(tmp_path, capsys):
+    rank = tmp_path / "d" / "step0" / "rank0"
+    rank.mkdir(parents=True)
+    (rank / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                                "data": {"Torch.a.0.forward": {"input_args": [[5]], "output": []}}}))
+    (rank / "construct.json").write_text('{"Torch.a.0.forward": null}')
+    (rank / "stack.json").write_text("{}")
+    _bad(tmp_path, ["graph", "-tp", str(tmp_path / "d")], capsys, '"Torch.a.0.forward.input.0.0"', "bare int")
+    shutil.copytree(tmp_path / "d", tmp_path / "b")
+    _bad(tmp_path, ["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b")], capsys, "bare int")

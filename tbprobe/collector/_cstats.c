@@ -183,7 +183,7 @@ static int run(PyObject *const *args, Result *out) {
     if (PyErr_Occurred())
         return -1;
     if (address == 0 || n <= 0 || kind < KIND_F32 || kind > KIND_BOOL) {
-        PyErr_SetString(PyExc_ValueError, "summary: needs a non-null address, a positive count and a known kind");
+        PyErr_SetString(PyExc_ValueError, "summarise_into: needs a non-null address, a positive count and a known kind");
         return -1;
     }
     Summary r;
@@ -236,17 +236,6 @@ static int run(PyObject *const *args, Result *out) {
     return 0;
 }
 
-static PyObject *summary(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "summary(address, count, kind) takes three integers");
-        return NULL;
-    }
-    Result r;
-    if (run(args, &r) < 0)
-        return NULL;
-    return Py_BuildValue("(NNddnnn)", r.max, r.min, r.mean, r.norm, r.zeros, r.nans, r.infs);
-}
-
 static PyObject *key_names[7];
 static const char *const key_texts[7] = {"Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"};
 
@@ -276,9 +265,6 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
 }
 
 static PyMethodDef methods[] = {
-    {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL,
-     "summary(address, count, kind) -> (max, min, mean, norm, zeros, nans, infs) of `count` contiguous values "
-     "at `address` (kind 0 float32, 1 float16, 2 bfloat16, 3 int64, 4 int32, 5 bool)."},
     {"summarise_into", (PyCFunction)(void (*)(void))summarise_into, METH_FASTCALL,
      "summarise_into(item, address, count, kind) -> max(|Max|, |Min|), -1.0 (Max/Min not finite) or -2.0 (Mean "
      "or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and inf_count."},

@@ -1,6 +1,8 @@
-"""Tensor statistics on the device, read back in batches (never one host sync per tensor).
+"""Tensor statistics: CPU tensors at once by a C kernel, others on their device, read back in batches.
 
-Each summarised tensor becomes four 0-dim device tensors [Max, Min, Mean, Norm] from three kernels with grad
+A CPU tensor of a common dtype is summarised in one pass over its memory by tbprobe/collector/_cstats.c
+(`StatBuffer.fill`: the item gets its seven statistics at once). On any other device (and for float64, complex,
+precision "low" halves), `StatBuffer.add`: each summarised tensor becomes four 0-dim device tensors [Max, Min, Mean, Norm] from three kernels with grad
 off; they are stacked once per batch and moved to the host once per step. A tensor seen twice unmodified (same
 object, same _version) is summarised once. NaN/Inf counts are exactly 0 when Max/Min are finite; otherwise, and
 for the zero count, they are counted at the step's end from the live tensor (when it is still alive and
@@ -15,7 +17,6 @@ import numpy as np
 import torch
 
 from tbprobe.collector._cstats import summarise_into as _summarise_into
-from tbprobe.collector._cstats import summary as _host_summary
 
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
 
@@ -87,9 +88,10 @@ def _scalars(t: torch.Tensor, low: bool = False) -> List[torch.Tensor]:
 
 
 class StatBuffer:
-    """Slots of statistics for one step; `add` returns a slot index, `collect` returns host lists.
+    """Statistics for one step: `fill` completes a CPU tensor's item at once; `add` returns a slot index of the
+    device path, and `collect` returns its host lists.
 
-    Two lanes: float32 scalars (almost every tensor; stacked once per batch) and float64 vectors (float64 and
+    Two lanes of the device path: float32 scalars (almost every tensor; stacked once per batch) and float64 vectors (float64 and
     64-bit integer tensors, whose Max/Min need the width)."""
 
     def __init__(self, low_precision: bool = False, host_kernel: bool = True) -> None:
@@ -153,18 +155,6 @@ class StatBuffer:
         hit = self._cache.get(key)
         if hit is not None and hit[1] == version and hit[0]() is t:
             return hit[2]
-        kind = self._host_kinds.get(t.dtype)
-        if kind is not None and t.is_cpu and type(t) in _PLAIN and t.layout is _STRIDED and t.dim():
-            # a CPU tensor: all seven numbers in one pass over its memory, no kernel launches, no counts later
-            # (a view that is not contiguous is copied first: one copy costs less than three kernels)
-            c = t if t.is_contiguous() else t.detach().contiguous()
-            try:
-                address = c.data_ptr()
-            except RuntimeError:     # a wrapper without storage (functorch): torch's kernels below
-                address = 0
-            if address:
-                self._host_rows.append(list(_host_summary(address, c.numel(), kind)))
-                return self._slot(t, key, version, 2, len(self._host_rows) - 1)
         grad = _grad_enabled()
         if grad:  # two C calls instead of a no_grad context manager per tensor
             _set_grad(False)
@@ -200,12 +190,6 @@ class StatBuffer:
         else:
             index = self._n64
             self._n64 += 1
-        slot = self._slot(t, key, version, lane, index)
-        if self._n32 - self._merged32 >= _BATCH:
-            self._merge()
-        return slot
-
-    def _slot(self, t: torch.Tensor, key: int, version: int, lane: int, index: int) -> int:
         slot = self._count
         self._count += 1
         self._where.append((lane, index))
@@ -216,6 +200,8 @@ class StatBuffer:
         if ref is not None:
             self._cache[key] = (ref, version, slot)
         self._refs.append((ref, version))
+        if self._n32 - self._merged32 >= _BATCH:
+            self._merge()
         return slot
 
     def forget(self, t: torch.Tensor) -> None:
@@ -249,16 +235,16 @@ class StatBuffer:
         """All slots as [Max, Min, Mean, Norm, zero_count, nan_count, inf_count] host lists (one transfer per lane,
         one more per device for the counts)."""
         self._merge()
-        lanes = (self._host(self._batches32), self._host(self._batches64), self._host_rows)
+        lanes = (self._host(self._batches32), self._host(self._batches64))
         rows = [lanes[lane][index] for lane, index in self._where]
         with torch.no_grad():
             counts = self._counts(rows)
         self.reset()
-        return [row if c is None else row + c for row, c in zip(rows, counts)]
+        return [row + c for row, c in zip(rows, counts)]
 
-    def _counts(self, rows: List[List[float]]) -> List[Optional[List[Optional[int]]]]:
+    def _counts(self, rows: List[List[float]]) -> List[List[Optional[int]]]:
         """[zero_count, nan_count, inf_count] per slot, counted from the live tensor when it is still alive and
-        unchanged; None for the host kernel's rows, which carry their counts already.
+        unchanged.
 
         NaN/Inf counts are exactly 0 when Max and Min are finite; otherwise, and for the zero count, the tensor is
         needed: a tensor freed or changed before the step ended gets null (unknown). This keeps per-tensor work in
@@ -268,9 +254,6 @@ class StatBuffer:
         pending: Dict[Any, List[torch.Tensor]] = {}     # device -> 0-dim count tensors
         fill: List[Tuple[List[Optional[int]], int, Any, int, int]] = []  # (row, numel, device, first, n)
         for slot, row in enumerate(rows):
-            if len(row) == 7:
-                out.append(None)
-                continue
             finite = math.isfinite(row[0]) and math.isfinite(row[1])
             if finite and (row[1] > 0 or row[0] < 0):
                 out.append([0, 0, 0])   # 0 lies outside [Min, Max]: no zero, no kernel (count_nonzero is slow)
@@ -303,7 +286,6 @@ class StatBuffer:
         self._pending32: List[torch.Tensor] = []
         self._numel32: List[int] = []      # numel of each pending float32 row (its Sum becomes the Mean)
         self._pending64: List[torch.Tensor] = []
-        self._host_rows: List[List[float]] = []            # lane 2: finished rows from the host kernel
         self._host_cache: Dict[int, Tuple[Any, int, dict, float]] = {}  # id -> (weakref, version, item, health)
         # health of the items `fill` completed: tensors with a NaN/Inf Max or Min, the largest finite |Max|/|Min|,
         # and whether any statistic at all is NaN/Inf (the writer's choice of JSON encoder)

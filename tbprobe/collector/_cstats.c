@@ -6,7 +6,8 @@
    returns all seven numbers. The caller (tbprobe/collector/pytorch/stats.py) passes the address of a live,
    contiguous CPU tensor and its element count, and keeps the tensor alive for the call.
 
-   Sums accumulate in double and are rounded to float32 at the end, as torch's float32 results are. The Norm is
+   Sums accumulate in float lanes within 512-value blocks and in double across blocks (integers in double), and
+   are rounded to float32 at the end, as torch's float32 results are. The Norm is
    infinite where float32 accumulation overflows (what torch.linalg.vector_norm reports), so a tbprobe dump and
    a reference dump of the same tensor agree. Max/Min are NaN when any value is NaN, as torch.aminmax gives. */
 #define PY_SSIZE_T_CLEAN

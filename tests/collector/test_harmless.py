@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -137,3 +138,32 @@ def test_sigkill_mid_step_leaves_completed_steps_readable(tmp_path):
     assert not os.path.exists(os.path.join(dump, "step3"))
     leftovers = [f for _, _, files in os.walk(dump) for f in files if ".tmp-" in f]
     assert leftovers == []
+
+
+def _installed(model):
+    """What the collector could have installed into the process: module hooks, parameter hooks, a torch function
+    mode, wrapped Tensor dunders, global optimizer hooks, threads."""
+    from torch.optim import optimizer
+
+    hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    param_hooks = sum(len(p._backward_hooks or {}) for p in model.parameters())
+    return (hooks, param_hooks, torch._C._len_torch_function_stack(), torch.Tensor.__add__, torch.Tensor.__mul__,
+            len(optimizer._global_optimizer_pre_hooks), len(optimizer._global_optimizer_post_hooks),
+            threading.active_count())
+
+
+def test_a_debugger_not_started_installs_nothing(tmp_path):
+    """The "created but not started costs nothing" claim, checked by what is installed rather than by a clock."""
+    from run_model import build
+
+    model = build("gpt_dropout")[0]
+    before = _installed(model)
+    dbg = make_debugger(tmp_path, level="mix", steps=2)
+    assert _installed(model) == before
+    dbg.start(model=model)
+    during = _installed(model)
+    assert during[0] > before[0] and during[2] == before[2] + 1 and during[3] is not before[3]
+    dbg.stop()
+    dbg.close()
+    after = _installed(model)
+    assert after[:7] == before[:7]          # every hook, the mode and the dunders are gone again

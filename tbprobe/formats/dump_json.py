@@ -74,6 +74,10 @@ class LazyEntries(Mapping):
         text = self._raw[name]
         return text[entry_value_start(text):]
 
+    def stored(self, name: str) -> str:
+        """The entry's text as kept (`name": {...}`, from just after the name's opening quote): no copy."""
+        return self._raw[name]
+
     def validate(self) -> None:
         for name, text in self._raw.items():
             decode_entry(self.path, name, text)

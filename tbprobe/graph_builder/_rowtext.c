@@ -6,7 +6,9 @@
    case back (None) to that Python when it is anything but the plain layout of plain items:
 
    entry_texts(item_text, name, entry, with_md5)   a node's own texts from its decoded entry (_rowtext_items.h)
-   raw_texts(name, entry_json_text, with_md5)     the same from the entry's JSON text, not decoded (_rowtext_raw.h)
+   raw_texts(name, entry_json_text, with_md5[, stored])  the same from the entry's JSON text, not decoded
+                                                  (stored: the text as dump_json keeps it, `name": {...}`)
+                                                  (_rowtext_raw.h)
    compare_plain(...), float_slot(...)            statistics-mode compare of an entry pair / one item pair
                                                   (_rowtext_compare.h, _rowtext_slots.h)
 
@@ -80,7 +82,7 @@ static PyMethodDef methods[] = {
     {"number_text", number_text, METH_O, "number_text(token) -> the row text of a JSON number, or None"},
     {"float_text", float_text, METH_O, "float_text(x) -> float.__repr__(x)"},
     {"raw_texts", (PyCFunction)(void (*)(void))raw_texts, METH_FASTCALL,
-     "raw_texts(name, entry_json_text, with_md5) -> (input_data, output_data) text, or None"},
+     "raw_texts(name, entry_json_text, with_md5, stored=False) -> (input_data, output_data) text, or None"},
     {"float_slot", (PyCFunction)(void (*)(void))float_slot, METH_FASTCALL,
      "float_slot(key, is_output, debug_item, bench_item) -> compare slot list, or None"},
     {"entry_texts", (PyCFunction)(void (*)(void))entry_texts, METH_FASTCALL,

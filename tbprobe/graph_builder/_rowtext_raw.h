@@ -204,15 +204,35 @@ static int raw_dict(RawSide *r, const Cur *whole, Py_ssize_t start, const char *
 
 static const char *const RAW_KEYS[5] = {"input_args", "input", "input_kwargs", "parameters", "output"};
 
+/* Where the entry's object starts in a stored entry text `name": {...}` (the form dump_json keeps: from just
+   after the name's opening quote): past the name's closing quote, blanks, the colon and blanks; -1 when the text
+   is not of that form. */
+static Py_ssize_t stored_value_start(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n && s[i] != '"')
+        i += s[i] == '\\' ? 2 : 1;  /* an escape's next character cannot end the name */
+    if (i >= n)
+        return -1;
+    Cur k = {s, n, i + 1};
+    skip_ws(&k);
+    if (!take_char(&k, ':'))
+        return -1;
+    skip_ws(&k);
+    return k.i;
+}
+
 static PyObject *raw_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "raw_texts(name, text, with_md5)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "raw_texts(name, text, with_md5, stored=False)");
         return NULL;
     }
     PyObject *name = args[0], *text = args[1];
     int with_md5 = PyObject_IsTrue(args[2]);
     if (with_md5 < 0)
+        return NULL;
+    int stored = nargs == 4 ? PyObject_IsTrue(args[3]) : 0;
+    if (stored < 0)
         return NULL;
     if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(text) || !PyUnicode_IS_ASCII(text))
         Py_RETURN_NONE;
@@ -221,8 +241,17 @@ static PyObject *raw_texts(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     if (has)
         Py_RETURN_NONE;
+    const unsigned char *data = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    if (stored) {
+        Py_ssize_t from = stored_value_start(data, len);
+        if (from < 0)
+            Py_RETURN_NONE;
+        data += from;
+        len -= from;
+    }
     /* the whole text is one object: no blanks around it (the decoder would refuse trailing ones) */
-    Cur c = {PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text), 0};
+    Cur c = {data, len, 0};
     if (c.n < 2 || c.s[0] != '{' || c.s[c.n - 1] != '}')
         Py_RETURN_NONE;
     Py_ssize_t at[5] = {-1, -1, -1, -1, -1};

@@ -82,24 +82,25 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
     `stacks_by_name` name -> stack lines, `micro_steps` Megatron's explicit micro step per node."""
     graph = Graph(side, step, rank)
     nodes = graph.nodes
+    # exec_pos holds exactly the entries' names: its lookups stand for `in entries` (a LazyEntries' own
+    # __contains__ is a Python call per name)
     exec_pos = {name: i for i, name in enumerate(entries)}
 
     # 1. one node per construct key, then per dump entry not in construct (L1 dumps, parameters_grad)
     order: List[str] = list(parents)
-    for name in entries:
-        if name not in parents:
-            order.append(name)
+    order.extend([name for name in exec_pos if name not in parents])
+    exec_get = exec_pos.get
     for name in order:
         if name not in nodes:
             node = Node(name, node_type_of(name))
-            if name in entries:
+            pos = exec_get(name)
+            if pos is not None:
                 node.src = entries  # decoded when used, not now
-            node.exec_order = exec_pos.get(name)
+            node.exec_order = pos
             nodes[name] = node
 
-    parent_of: Dict[str, Optional[str]] = {}
-    for name in order:
-        parent_of[name] = parents.get(name) or None
+    parents_get = parents.get
+    parent_of: Dict[str, Optional[str]] = {name: parents_get(name) or None for name in order}
 
     # 2. a module's backward call recorded under a module that cannot hold it (in-place modules such as
     # ReLU(inplace=True) fire no backward hook, so the calls after them land under them) takes the backward
@@ -110,7 +111,7 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
             if fixed is not parent:
                 parent_of[name] = fixed
     for name, parent in parent_of.items():
-        if parent is None and is_backward(name):
+        if parent is None and (name.endswith(".backward") or ".backward." in name):
             twin = forward_twin(name)
             twin_parent = parent_of.get(twin) if twin else None
             if twin_parent:
@@ -150,13 +151,14 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
 
     # attach in construct order, guarding against cycles
     root = graph.root
+    nodes_get = nodes.get
     for name in order:
         node = nodes[name]
         if node.parent is not None or node is root:
             continue
-        parent_name = parent_of.get(name)
-        parent = nodes.get(parent_name) if parent_name else root
-        if parent is None or _creates_cycle(node, parent):
+        parent_name = parent_of[name]
+        parent = nodes_get(parent_name) if parent_name else root
+        if parent is None or (parent is not root and _creates_cycle(node, parent)):
             parent = root
             node.add_flag("cycle_broken")
         node.parent = parent
@@ -276,12 +278,19 @@ def _set_micro(node: Node, value: int, explicit: Optional[Mapping[str, int]]) ->
 
 def _assign_stacks(graph: Graph, stacks_by_name: Mapping[str, Sequence[str]]) -> None:
     """Each node gets its stack; backward nodes have none of their own and take their forward twin's."""
+    get = stacks_by_name.get
+    api_counter = _API_COUNTER.match
     for name, node in graph.nodes.items():
-        lines = stacks_by_name.get(name)
-        if lines is None and is_backward(name):
-            twin = forward_twin(name)
-            if twin:
-                lines = stacks_by_name.get(twin)
+        lines = get(name)
+        if lines is None:
+            if name.endswith(".backward"):
+                # forward_twin's result for such a name, without its module pattern (which needs digits last)
+                if api_counter(name):
+                    lines = get(name[:-8] + "forward")
+            elif ".backward." in name:
+                twin = forward_twin(name)
+                if twin:
+                    lines = get(twin)
         if lines is not None:
             node.stack = tuple(lines)
 

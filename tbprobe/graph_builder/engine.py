@@ -8,13 +8,14 @@ import multiprocessing
 import os
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from tbprobe.errors import TbprobeError
 from tbprobe.formats.dump_dir import RankDir
 from tbprobe.graph_builder.build import is_forward
 from tbprobe.graph_builder.compare import compare_entries
+from tbprobe.graph_builder.cpu_idle import cpu_times, idle_cores_since
 from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
 from tbprobe.graph_builder.load import detect_mode, load_rank
 from tbprobe.graph_builder.match import match_graphs
@@ -23,6 +24,7 @@ from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.graph_builder.overflow import overflow_level
 from tbprobe.graph_builder.rollup import findings_rows, roll_up
 from tbprobe.graph_builder.rows import assign_orders, edge_rows, ext_rows, node_row, node_texts, own_texts
+from tbprobe.graph_builder.sql_null import register_null_adapter
 
 __all__ = ["Options", "RankSummary", "Sink", "process_rank", "compare_graph_pair", "finish_graph"]
 
@@ -37,6 +39,7 @@ class Options:
     tensor_workers: int = 1
     split: int = 1          # >1: one rank's row work is shared with a forked helper process
     comm_stubs: bool = True  # hand back the communication nodes (only needed to link several ranks)
+    split_idle: float = 0.0  # split only when at least this many cores were idle while the files were read
 
 
 @dataclass
@@ -187,7 +190,7 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
     also emits its bench twin's row); `b_nodes`: the other bench nodes."""
     for node in d_nodes:
         b = node.match
-        if _compared(node, bench, debug):
+        if b is not None and _compared(node, bench, debug):  # (a build has no matches: no call per node)
             entry = node.entry if node.has_entry else None
             be = b.entry if b.has_entry else None
             res = compare_entries(node.name, entry, b.name, be, mode or "statistics", lookup, bench_texts=True)
@@ -242,7 +245,7 @@ def _helper_rows(temp_db: str) -> Dict[str, tuple]:
 
 
 PARENT_SHARE = 0.47   # of the rows, when a helper shares the work
-BUILD_PARENT_SHARE = 0.5
+BUILD_PARENT_SHARE = 0.55
 _BLOCK = 256          # nodes dealt out together
 
 
@@ -276,7 +279,7 @@ def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Option
     if opts.split > 1 and len(regular) > SPLIT_MIN_NODES and "fork" in multiprocessing.get_all_start_methods():
         # about half each: the parent also indexes its rows while the helper finishes (it copies the helper's
         # rows in only once the helper is done, so a smaller share would only make it wait), the helper also
-        # writes the early node_ext rows (in a build, with its light rows, an even share balances them); both
+        # writes the early node_ext rows (in a build, with its light rows, 55 % to the parent balances them); both
         # get blocks from all over the graph (forward and backward entries do not cost the same)
         share = PARENT_SHARE if bench is not None or debug not in early else BUILD_PARENT_SHARE
         mine_d, theirs_d = _deal(regular, share)
@@ -317,11 +320,17 @@ def process_rank(debug_dir: RankDir, bench_dir: Optional[RankDir], opts: Options
     # made on the way (decoded entries, texts, rows) is acyclic and freed by reference counting; a collector
     # walking the growing graphs again and again costs about a tenth of the run. The graphs are frozen before
     # the row work so that the collection at the end does not walk them either.
+    register_null_adapter()
     was_enabled = gc.isenabled()
     gc.disable()
+    start = cpu_times() if opts.split > 1 and opts.split_idle > 0 else None
     try:
         debug = load_rank(debug_dir, "NPU")
         bench = load_rank(bench_dir, "Bench") if bench_dir is not None else None
+        if start is not None:
+            idle = idle_cores_since(start)
+            if idle is not None and idle < opts.split_idle:
+                opts = replace(opts, split=1)  # no core to spare: a helper would only add its own costs
         gc.freeze()
         try:
             return _process_graphs(debug, bench, opts, sink)

@@ -51,12 +51,12 @@ class Node:
             return self.src.get(self.name)
         return self._entry
 
-    def entry_text(self) -> Optional[str]:
-        """The entry's JSON text, when its source keeps one (a dump's LazyEntries), else None."""
+    def stored_text(self) -> Optional[str]:
+        """The entry's text as its source keeps it (`name": {...}`, LazyEntries.stored), else None."""
         if self._entry is None and self.src is not None:
-            raw = getattr(self.src, "raw", None)
-            if raw is not None:
-                return raw(self.name)
+            stored = getattr(self.src, "stored", None)
+            if stored is not None:
+                return stored(self.name)
         return None
 
     @property

@@ -57,9 +57,9 @@ def node_texts(node: Node, entry, with_md5: bool) -> Tuple[str, str]:
 def own_texts(node: Node, with_md5: bool) -> Tuple[str, str]:
     """node_texts of the node's own entry, made straight from the entry's JSON text when it is plain (most are:
     no decoded dict at all), else from the decoded entry."""
-    text = node.entry_text()
+    text = node.stored_text()
     if text is not None:
-        texts = raw_texts(node.name, text, with_md5)
+        texts = raw_texts(node.name, text, with_md5, True)
         if texts is not None:
             return texts
     return node_texts(node, node.entry if node.has_entry else None, with_md5)

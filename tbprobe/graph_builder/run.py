@@ -109,6 +109,9 @@ def _progress(total: int):
 
 
 BIG_PAGE = 65536
+# one rank's row work goes half to a forked helper only when at least this many cores were idle while its files
+# were read (cpu_idle.py): on busy cores the helper's own costs outweigh what it shares
+SPLIT_IDLE = 0.5
 
 
 def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check: bool = False, fuzzy: bool = False,
@@ -123,6 +126,7 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     opts = Options(overflow_check=overflow_check, fuzzy=fuzzy, align=align, layer_map=layer_mapping,
                    manual=manual, tensor_workers=(os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1,
                    split=min(2, os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1,
+                   split_idle=SPLIT_IDLE,
                    comm_stubs=len(pairs) > 1)
     graph_type = "compare" if bench else "build"
     ts = time.strftime("%Y%m%d%H%M%S")

@@ -27,6 +27,9 @@ class RankDb:
         self.conn.execute("PRAGMA page_size=65536")  # rows of a few KB: no overflow pages
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
+        # room for the primary-key index of a 100k-node half (a few MB): SQLite's default 2 MB cache re-read
+        # its pages from the file again and again
+        self.conn.execute("PRAGMA cache_size=-16384")
         self.conn.execute("BEGIN")
         for stmt in TABLE_STATEMENTS + TBPROBE_TABLE_STATEMENTS:
             self.conn.execute(stmt)

@@ -427,3 +427,52 @@ def test_bare_values_in_arguments_are_a_clear_error():
         with pytest.raises(TbprobeError, match="bare"):
             compare_entries("Torch.a.0.forward", entry, "Torch.a.0.forward", entry, "statistics", bench_texts=True)
         assert _rowtext.raw_texts("Torch.a.0.forward", json.dumps(entry), False) is None
+
+
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_raw_texts_of_stored_entry_texts(tmp_path, monkeypatch, ensure_ascii):
+    """raw_texts(..., stored=True) reads the text as the dump reader keeps it (`name": {...}`, hostile names
+    included): the same texts as from the bare object, or None (a non-ASCII name: the caller decodes)."""
+    from tbprobe.formats.dump_json import load_dump
+
+    rng = random.Random(37)
+    data = {}
+    for i in range(600):
+        name = rng.choice(_NAMES + _HOSTILE_NAMES).replace(".0.", f".{i}.")
+        if not ensure_ascii and "\ud800" in name:
+            continue  # a lone surrogate cannot be written as UTF-8
+        data[name] = _entry(rng, True) if rng.random() < 0.7 else _hostile_entry(rng)
+    path = tmp_path / "dump.json"
+    doc = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": data}
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=ensure_ascii), encoding="utf-8")
+    entries = load_dump(path).entries
+    same = escaped = 0
+    for name in entries:
+        with_md5 = rng.random() < 0.2
+        stored = entries.stored(name)
+        got = _rowtext.raw_texts(name, stored, with_md5, True)
+        plain = _rowtext.raw_texts(name, entries.raw(name), with_md5)
+        if got is None:
+            assert plain is None or not stored.isascii(), stored
+            continue
+        same += 1
+        escaped += "\\" in stored[:stored.index(": {")]
+        assert got == plain == _general_texts(monkeypatch, name, entries[name], with_md5), stored
+    assert same > (150 if ensure_ascii else 80) and escaped > 20
+
+
+def test_raw_texts_stored_form_broken_is_handed_back():
+    """A stored text without the name's closing quote or the colon is handed back, never read past its end."""
+    body = '{"input_args": [{"type": "int", "value": 1}]}'
+    name = "Torch.add.0.forward"
+    good = _rowtext.raw_texts(name, body, False)
+    assert good is not None
+    for stored, ok in [('Torch.add.0.forward": ' + body, True), ('x" \n:\t' + body, True),
+                       ('a\\"b": ' + body, True), ('a\\\\": ' + body, True),
+                       ("no quote " + body, False), ('x" ' + body, False), ('x":', False), ('x"', False),
+                       ("x\\", False), ("\\", False), ("", False), ('a\\": ' + body, False)]:
+        got = _rowtext.raw_texts(name, stored, False, True)
+        assert got == (good if ok else None), stored
+    assert _rowtext.raw_texts(name, body, False, False) == good
+    with pytest.raises(TypeError):
+        _rowtext.raw_texts(name, body, False, True, 1)

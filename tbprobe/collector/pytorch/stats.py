@@ -315,8 +315,7 @@ _NUMPY_OK = frozenset((torch.float32, torch.float64, torch.float16, torch.int64,
 
 def tensor_checksum(t: torch.Tensor) -> str:
     """CRC-32 of the raw bytes, written "%08x" (what the reference calls md5)."""
-    if t.dtype in _NUMPY_OK and t.device.type == "cpu" and t.is_contiguous() and type(t) in (torch.Tensor,
-                                                                                             torch.nn.Parameter):
+    if t.dtype in _NUMPY_OK and t.is_cpu and t.is_contiguous() and type(t) in _PLAIN:
         # the common case without copies: zlib reads the tensor's own memory through numpy's buffer
         return "%08x" % (zlib.crc32(t.detach().numpy()) & 0xFFFFFFFF)
     return "%08x" % (zlib.crc32(_raw_bytes(t)) & 0xFFFFFFFF)

@@ -203,8 +203,24 @@ static int plain_item(PyObject *item) {
     return PyDict_Contains(item, s_type);
 }
 
-/* The entry's layout check (fast_path._pairs): 1 plain, 0 not (the general path), -1 error. */
-static int plain_layout(PyObject *entry) {
+/* Every argument item of an entry in fast_path._pairs's order (positional inputs, keyword inputs, parameters,
+   then the outputs), each handed to `visit(ctx, group, key, index, item)`: group 0 inputs, 1 parameters,
+   2 outputs; `key` a keyword or parameter name, or NULL for the list position `index`. A visit returns 1 to go
+   on, 0 to stop (not the plain layout) or -1 (error); the walk returns 1 when every item was visited, or the
+   first 0 / -1. An argument that is a list where a dict belongs, or a dict / other list where the output list
+   belongs, is not the plain layout (0). No Python code runs: exact types only. */
+typedef int (*LayoutVisit)(void *ctx, int group, PyObject *key, Py_ssize_t index, PyObject *item);
+
+static int walk_list(PyObject *v, int group, LayoutVisit visit, void *ctx) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
+        int ok = visit(ctx, group, NULL, i, PyList_GET_ITEM(v, i));
+        if (ok <= 0)
+            return ok;
+    }
+    return 1;
+}
+
+static int walk_layout(PyObject *entry, LayoutVisit visit, void *ctx) {
     PyObject *lists[2] = {s_input_args, s_input};
     for (int j = 0; j < 2; j++) {
         PyObject *v = PyDict_GetItemWithError(entry, lists[j]);
@@ -214,11 +230,9 @@ static int plain_layout(PyObject *entry) {
             continue;
         }
         if (PyList_CheckExact(v)) {
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
-                int ok = plain_item(PyList_GET_ITEM(v, i));
-                if (ok <= 0)
-                    return ok;
-            }
+            int ok = walk_list(v, 0, visit, ctx);
+            if (ok <= 0)
+                return ok;
         } else if (PyList_Check(v)) {
             return 0;
         }
@@ -238,7 +252,7 @@ static int plain_layout(PyObject *entry) {
         Py_ssize_t pos = 0;
         PyObject *k, *item;
         while (PyDict_Next(v, &pos, &k, &item)) {
-            int ok = plain_item(item);
+            int ok = visit(ctx, j, k, 0, item);
             if (ok <= 0)
                 return ok;
         }
@@ -246,15 +260,32 @@ static int plain_layout(PyObject *entry) {
     PyObject *v = PyDict_GetItemWithError(entry, s_output);
     if (v == NULL)
         return PyErr_Occurred() ? -1 : 1;
-    if (PyList_CheckExact(v)) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
-            int ok = plain_item(PyList_GET_ITEM(v, i));
-            if (ok <= 0)
-                return ok;
-        }
-        return 1;
-    }
+    if (PyList_CheckExact(v))
+        return walk_list(v, 2, visit, ctx);
     return !(PyList_Check(v) || PyDict_Check(v));
+}
+
+static int visit_plain(void *ctx, int group, PyObject *key, Py_ssize_t index, PyObject *item) {
+    (void)ctx, (void)group, (void)key, (void)index;
+    return plain_item(item);
+}
+
+/* The entry's layout check (fast_path._pairs): 1 plain, 0 not (the general path), -1 error. */
+static int plain_layout(PyObject *entry) {
+    return walk_layout(entry, visit_plain, NULL);
+}
+
+/* Closes the two texts and returns them as (input_data, output_data); NULL with an exception. */
+static PyObject *side_texts(Buf *ib, int in_count, Buf *ob, int out_count) {
+    if ((in_count ? PUT_LIT(ib, "}") : PUT_LIT(ib, "{}")) < 0 ||
+        (out_count ? PUT_LIT(ob, "}") : PUT_LIT(ob, "{}")) < 0)
+        return NULL;
+    PyObject *ins = buf_str(ib);
+    PyObject *outs = ins ? buf_str(ob) : NULL;
+    PyObject *result = outs ? PyTuple_Pack(2, ins, outs) : NULL;
+    Py_XDECREF(ins);
+    Py_XDECREF(outs);
+    return result;
 }
 
 typedef struct {
@@ -391,20 +422,7 @@ static PyObject *entry_texts(PyObject *self, PyObject *const *args, Py_ssize_t n
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if ((in.count ? PUT_LIT(&ib, "}") : PUT_LIT(&ib, "{}")) < 0 ||
-        (out.count ? PUT_LIT(&ob, "}") : PUT_LIT(&ob, "{}")) < 0)
-        goto done;
-    PyObject *ins = buf_str(&ib);
-    if (ins == NULL)
-        goto done;
-    PyObject *outs = buf_str(&ob);
-    if (outs == NULL) {
-        Py_DECREF(ins);
-        goto done;
-    }
-    result = PyTuple_Pack(2, ins, outs);
-    Py_DECREF(ins);
-    Py_DECREF(outs);
+    result = side_texts(&ib, in.count, &ob, out.count);
 done:
     Py_DECREF(entry);
     buf_free(&nb);

@@ -314,15 +314,7 @@ static PyObject *raw_texts(PyObject *self, PyObject *const *args, Py_ssize_t nar
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if ((in.count ? PUT_LIT(&ib, "}") : PUT_LIT(&ib, "{}")) < 0 ||
-        (out.count ? PUT_LIT(&ob, "}") : PUT_LIT(&ob, "{}")) < 0)
-        goto done;
-    PyObject *ins = buf_str(&ib);
-    PyObject *outs = ins ? buf_str(&ob) : NULL;
-    if (outs != NULL)
-        result = PyTuple_Pack(2, ins, outs);
-    Py_XDECREF(ins);
-    Py_XDECREF(outs);
+    result = side_texts(&ib, in.count, &ob, out.count);
 done:
     buf_free(&nb);
     buf_free(&ib);

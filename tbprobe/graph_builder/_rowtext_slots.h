@@ -26,7 +26,9 @@ typedef struct {
     int n, n_in;
 } Pairs;
 
-static int add_pair(Pairs *ps, int group, PyObject *key, Py_ssize_t index, PyObject *item) {
+/* A LayoutVisit: the pair is kept when its item is plain (and a keyword is a str); n_in counts the inputs. */
+static int add_pair(void *ctx, int group, PyObject *key, Py_ssize_t index, PyObject *item) {
+    Pairs *ps = ctx;
     int ok = plain_item(item);
     if (ok <= 0)
         return ok;
@@ -37,63 +39,15 @@ static int add_pair(Pairs *ps, int group, PyObject *key, Py_ssize_t index, PyObj
     p->key = key;
     p->index = index;
     p->item = item;
+    if (group != 2)
+        ps->n_in = ps->n;
     return 1;
 }
 
 /* fast_path._pairs: 1 collected, 0 not the plain layout, -1 error. No Python code runs (exact types only). */
 static int collect_pairs(PyObject *entry, Pairs *ps) {
-    ps->n = 0;
-    PyObject *lists[2] = {s_input_args, s_input};
-    for (int j = 0; j < 2; j++) {
-        PyObject *v = PyDict_GetItemWithError(entry, lists[j]);
-        if (v == NULL) {
-            if (PyErr_Occurred())
-                return -1;
-            continue;
-        }
-        if (PyList_CheckExact(v)) {
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
-                int ok = add_pair(ps, 0, NULL, i, PyList_GET_ITEM(v, i));
-                if (ok <= 0)
-                    return ok;
-            }
-        } else if (PyList_Check(v)) {
-            return 0;
-        }
-    }
-    PyObject *dicts[2] = {s_input_kwargs, s_parameters};
-    for (int j = 0; j < 2; j++) {
-        PyObject *v = PyDict_GetItemWithError(entry, dicts[j]);
-        if (v == NULL) {
-            if (PyErr_Occurred())
-                return -1;
-            continue;
-        }
-        if (!PyDict_Check(v))
-            continue;
-        if (!PyDict_CheckExact(v))
-            return 0;
-        Py_ssize_t pos = 0;
-        PyObject *k, *item;
-        while (PyDict_Next(v, &pos, &k, &item)) {
-            int ok = add_pair(ps, j, k, 0, item);
-            if (ok <= 0)
-                return ok;
-        }
-    }
-    ps->n_in = ps->n;
-    PyObject *v = PyDict_GetItemWithError(entry, s_output);
-    if (v == NULL)
-        return PyErr_Occurred() ? -1 : 1;
-    if (PyList_CheckExact(v)) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v); i++) {
-            int ok = add_pair(ps, 2, NULL, i, PyList_GET_ITEM(v, i));
-            if (ok <= 0)
-                return ok;
-        }
-        return 1;
-    }
-    return !(PyList_Check(v) || PyDict_Check(v));
+    ps->n = ps->n_in = 0;
+    return walk_layout(entry, add_pair, ps);
 }
 
 /* The same key suffix ("input.0" from a list and from a keyword named "0" are the same, as in a dict) */

@@ -193,9 +193,9 @@ class Session:
             rec.nonfinite = True
         values = st.collect()
         if self.items.nonfinite_scalars:
-            self.record.nonfinite = True
+            rec.nonfinite = True
             self.items.nonfinite_scalars = 0
-        return self.record, values
+        return rec, values
 
     # --- helpers used by the hooks -------------------------------------------------------------------------
     def record_data(self, name: str) -> bool:

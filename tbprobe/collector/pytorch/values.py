@@ -64,7 +64,7 @@ class ItemMaker:
         if self.summary_mode == "xor" and not self.structure:
             # the reference writes a 0-dim tensor's value itself in xor mode (as it does for its statistics)
             item["md5"] = (t.item() if t.dim() == 0 else tensor_xor(t)) if data else None
-            if type(item["md5"]) is float and item["md5"] - item["md5"] != 0:
+            if _nonfinite(item["md5"]):
                 self.nonfinite_scalars += 1
             item["requires_grad"] = t.requires_grad
             return item
@@ -89,7 +89,7 @@ class ItemMaker:
             return None
         kind = _SCALARS.get(type(v))
         if kind is not None:
-            if kind == "float" and v - v != 0:   # NaN or +-Inf: the step's dump needs the json module
+            if kind == "float" and _nonfinite(v):   # the step's dump then needs the json module
                 self.nonfinite_scalars += 1
             return {"type": kind, "value": v}
         if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
@@ -110,10 +110,15 @@ class ItemMaker:
             return _process_group(v)
         if isinstance(v, (int, float, bool)):  # numpy scalars and friends
             value = v.item() if hasattr(v, "item") else v
-            if isinstance(value, float) and value - value != 0:
+            if _nonfinite(value):
                 self.nonfinite_scalars += 1
             return {"type": type(v).__name__, "value": value}
         return None
+
+
+def _nonfinite(v: Any) -> bool:
+    """A float NaN or +-Inf (x - x is 0 only for a finite x): orjson would write it as null."""
+    return isinstance(v, float) and v - v != 0
 
 
 def _plain(v: Any) -> Any:

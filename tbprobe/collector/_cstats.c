@@ -12,6 +12,7 @@
    a reference dump of the same tensor agree. Max/Min are NaN when any value is NaN, as torch.aminmax gives. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -176,20 +177,10 @@ typedef struct {
     int finite_range, finite_all;  /* Max/Min finite; all four statistics finite */
 } Result;
 
-/* Parses (address, count, kind) from args[first..first+2] and runs the pass; 0 on success, -1 with an exception. */
-static int run(PyObject *const *args, Result *out) {
-    unsigned long long address = PyLong_AsUnsignedLongLong(args[0]);
-    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
-    long kind = PyLong_AsLong(args[2]);
-    if (PyErr_Occurred())
-        return -1;
-    if (address == 0 || n <= 0 || kind < KIND_F32 || kind > KIND_BOOL) {
-        PyErr_SetString(PyExc_ValueError, "summarise_into: needs a non-null address, a positive count and a known kind");
-        return -1;
-    }
+/* The pass over n > 0 values of a known kind at p; 0 on success, -1 with an exception (no memory). */
+static int run_raw(const void *p, Py_ssize_t n, int kind, Result *out) {
     Summary r;
     long long imax = 0, imin = 0;
-    const void *p = (const void *)(uintptr_t)address;
     int nogil = n >= NOGIL_MIN;
     PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
     summary_init(&r);
@@ -237,6 +228,20 @@ static int run(PyObject *const *args, Result *out) {
     return 0;
 }
 
+/* Parses (address, count, kind) from args[0..2] and runs the pass; 0 on success, -1 with an exception. */
+static int run(PyObject *const *args, Result *out) {
+    unsigned long long address = PyLong_AsUnsignedLongLong(args[0]);
+    Py_ssize_t n = PyLong_AsSsize_t(args[1]);
+    long kind = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred())
+        return -1;
+    if (address == 0 || n <= 0 || kind < KIND_F32 || kind > KIND_BOOL) {
+        PyErr_SetString(PyExc_ValueError, "summarise_into: needs a non-null address, a positive count and a known kind");
+        return -1;
+    }
+    return run_raw((const void *)(uintptr_t)address, n, (int)kind, out);
+}
+
 static PyObject *key_names[7];
 static const char *const key_texts[7] = {"Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"};
 
@@ -265,10 +270,14 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
     return PyFloat_FromDouble(!r.finite_range ? -1.0 : !r.finite_all ? -2.0 : r.max_abs);
 }
 
+#include "_cstats_items.h"
+
 static PyMethodDef methods[] = {
     {"summarise_into", (PyCFunction)(void (*)(void))summarise_into, METH_FASTCALL,
      "summarise_into(item, address, count, kind) -> max(|Max|, |Min|), -1.0 (Max/Min not finite) or -2.0 (Mean "
      "or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and inf_count."},
+    {"crc32_at", (PyCFunction)(void (*)(void))crc32_at, METH_FASTCALL,
+     "crc32_at(address, nbytes) -> zlib.crc32 of the bytes at a live tensor's address (the GIL released)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -283,5 +292,17 @@ PyMODINIT_FUNC PyInit__cstats(void) {
         if (key_names[k] == NULL)
             return NULL;
     }
-    return PyModule_Create(&module);
+    crc_init();
+    if (intern_all() < 0 || PyType_Ready(&HostItemsType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&HostItemsType);
+    if (PyModule_AddObject(m, "HostItems", (PyObject *)&HostItemsType) < 0) {
+        Py_DECREF(&HostItemsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -304,3 +304,65 @@ def test_fill_reuses_a_large_tensor_seen_twice_unmodified():
     t.mul_(-2)                                              # changed in place: summarised anew
     changed, _ = _filled(t, buf)
     assert changed["Max"] == pytest.approx(-2 * first["Min"]) and changed["Min"] == pytest.approx(-2 * first["Max"])
+
+
+def _item_makers(summary_mode):
+    """The same ItemMaker twice: with the whole-item C path (StatBuffer.host_item) and without it."""
+    makers = []
+    for use_c in (True, False):
+        buf = StatBuffer(checksum=summary_mode == "md5")
+        maker = ItemMaker("statistics", summary_mode, lambda item, t: None, None, fill=buf.fill,
+                          host_item=buf.host_item if use_c else None)
+        makers.append((maker, buf))
+    return makers
+
+
+_CASES = [torch.randn(5, 7), torch.randn(3).half(), torch.randn(4, 4).bfloat16(), torch.arange(-5, 10),
+          torch.arange(10, dtype=torch.int32), torch.rand(9) > 0.5, torch.randn(6, 6).t(), torch.tensor(3.0),
+          torch.zeros(0, 3), torch.nn.Parameter(torch.randn(3, 3)), torch.randn(3, requires_grad=True),
+          torch.tensor([1.0, float("nan")]), torch.tensor([1.0, float("-inf")]), torch.full((8,), 3e38),
+          torch.randn(3, dtype=torch.float64), torch.randn(1 << 14), torch.randn((1 << 14) - 1), torch.randn(2, 3)[:, 1],
+          torch.empty(2, device="meta"), None, 3, 2.5, "s", [torch.ones(2), {"k": torch.zeros(1, 2)}]]
+
+
+@pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
+def test_host_items_are_the_python_paths_items_key_for_key(summary_mode):
+    (fast, fast_buf), (slow, slow_buf) = _item_makers(summary_mode)
+    taken = 0
+    for i, v in enumerate(_CASES):
+        a, b = fast.value(v, f"x.{i}"), slow.value(v, f"x.{i}")
+        assert repr(a) == repr(b), (v, a, b)          # repr: the same keys in the same order, NaN included
+        if isinstance(v, torch.Tensor):
+            taken += fast_buf.host_item(v) is not None
+    # the plain small CPU tensors of a dtype the pass reads, and nothing else
+    assert taken == 12
+    # the same health as the Python path's: the NaN and -Inf items (each made twice here), the largest |Max| of
+    # the wholly finite items (9: the 3e38 tensor's Norm overflows), and "some statistic is not finite"
+    assert slow_buf.host_health() == (2, 9.0, True)
+    assert fast_buf.host_health() == (2 * 2, 9.0, True)
+    fast_buf.reset()
+    assert fast_buf.host_health() == (0, 0.0, False)
+
+
+def test_host_items_checksum_is_zlib_crc32_of_the_raw_bytes():
+    buf = StatBuffer(checksum=True)
+    for t in (torch.randn(1), torch.randn(7).half(), torch.arange(13), torch.rand(1001) > 0.3, torch.randn(4097)):
+        assert buf.host_item(t)["md5"] == "%08x" % zlib.crc32(t.numpy().tobytes())
+    from tbprobe.collector._cstats import crc32_at
+    raw = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8)
+    for n in (0, 1, 7, 8, 9, 4095, 1 << 16):
+        assert crc32_at(raw.data_ptr(), n) == zlib.crc32(raw.numpy()[:n].tobytes())
+
+
+def test_host_items_refuse_bad_construction_and_odd_values():
+    from tbprobe.collector._cstats import HostItems
+    with pytest.raises(TypeError):
+        HostItems(1, 2, torch.strided, {}, {}, 16)
+    with pytest.raises(ValueError):
+        HostItems(torch.Tensor, torch.nn.Parameter, torch.strided, {torch.float32: 9}, {torch.float32: "f"}, 16)
+    with pytest.raises(ValueError):
+        HostItems(torch.Tensor, torch.nn.Parameter, torch.strided, {torch.float32: 0}, {}, 16)
+    hi = HostItems(torch.Tensor, torch.nn.Parameter, torch.strided, {torch.float32: 0}, {torch.float32: "f32"}, 16)
+    for v in (None, object(), torch.randn(16), torch.randn(2, 8), torch.randn(4, dtype=torch.float64)):
+        assert hi.item(v) is None                       # past cache_min, or not a kind it reads: the Python path
+    assert hi.item(torch.randn(3, 5))["dtype"] == "f32"

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
+from tbprobe.collector._cstats import HostItems
 from tbprobe.collector._cstats import summarise_into as _summarise_into
 
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
@@ -94,11 +95,28 @@ class StatBuffer:
     Two lanes of the device path: float32 scalars (almost every tensor; stacked once per batch) and float64 vectors (float64 and
     64-bit integer tensors, whose Max/Min need the width)."""
 
-    def __init__(self, low_precision: bool = False, host_kernel: bool = True) -> None:
+    def __init__(self, low_precision: bool = False, host_kernel: bool = True, checksum: bool = False) -> None:
         self.low_precision = low_precision     # config precision "low": see _scalars
         # host_kernel False: every tensor takes torch's kernels, as on an accelerator (the tests compare both)
         self._host_kinds = {} if not host_kernel else _HOST_KINDS_LOW if low_precision else _HOST_KINDS
+        # The whole item of a small plain CPU tensor in one C call (checksum: with its "md5"); None without the
+        # host kernel. Its health figures join this buffer's in `host_health`.
+        self._host_items = (HostItems(torch.Tensor, torch.nn.Parameter, _STRIDED, self._host_kinds,
+                                      {dt: str(dt) for dt in self._host_kinds}, _HOST_CACHE_MIN, checksum)
+                            if self._host_kinds else None)
+        self.host_item = self._host_items.item if self._host_items is not None else None
         self.reset()
+
+    def host_health(self) -> Tuple[int, float, bool]:
+        """(items with a NaN/Inf Max or Min, the largest finite |Max|/|Min|, whether any statistic is NaN/Inf)
+        over the items the host kernel completed this step."""
+        nonfinite, max_abs, values = self.host_nonfinite, self.host_max_abs, self.host_nonfinite_values
+        c = self._host_items
+        if c is not None:
+            nonfinite += c.nonfinite
+            max_abs = max(max_abs, c.max_abs)
+            values = values or bool(c.nonfinite_values)
+        return nonfinite, max_abs, values
 
     def __len__(self) -> int:
         return self._count
@@ -292,6 +310,8 @@ class StatBuffer:
         self.host_nonfinite = 0
         self.host_max_abs = 0.0
         self.host_nonfinite_values = False
+        if self._host_items is not None:
+            self._host_items.reset()
         self._batches32: List[torch.Tensor] = []
         self._batches64: List[torch.Tensor] = []
         self._n32 = 0

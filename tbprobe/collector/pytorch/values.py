@@ -34,7 +34,8 @@ class ItemMaker:
     """Builds items; `on_tensor(item, tensor, key)` lets the session attach stats/checksums/files."""
 
     def __init__(self, task: str, summary_mode: str, on_stats: Callable, on_save: Optional[Callable],
-                 tensor_list: Sequence[str] = (), fill: Optional[Callable[[dict, torch.Tensor], bool]] = None) -> None:
+                 tensor_list: Sequence[str] = (), fill: Optional[Callable[[dict, torch.Tensor], bool]] = None,
+                 host_item: Optional[Callable[[Any], Optional[dict]]] = None) -> None:
         self.tensor_list = tuple(tensor_list)   # substrings of names whose tensors are also saved
         self.structure = task == "structure"
         self.tensor_task = task == "tensor"
@@ -46,6 +47,10 @@ class ItemMaker:
         self.nonfinite_scalars = 0      # NaN/Inf float arguments seen (the writer's choice of encoder)
         # statistics only: no checksum, no saved tensor (tensor_item's short path)
         self.fast = (task == "statistics" and summary_mode == "statistics" and not self.tensor_list)
+        # (value) -> the whole item of a small plain CPU tensor, or None (StatBuffer.host_item, in C): used when
+        # an item is statistics (and md5) only, with nothing saved
+        self.host_item = (host_item if task == "statistics" and summary_mode in ("statistics", "md5")
+                          and not self.tensor_list else None)
 
     def tensor_item(self, t: torch.Tensor, key: str, save: bool = False) -> dict:
         if (self.fast and type(t) in _PLAIN and not save and t.layout is _STRIDED
@@ -83,6 +88,11 @@ class ItemMaker:
         return item
 
     def value(self, v: Any, key: str, save: bool = False) -> Any:
+        host_item = self.host_item
+        if host_item is not None and not save:
+            item = host_item(v)
+            if item is not None:
+                return item
         if isinstance(v, torch.Tensor):
             return self.tensor_item(v, key, save)
         if v is None:

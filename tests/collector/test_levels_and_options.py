@@ -336,3 +336,50 @@ def test_stack_lines_name_the_calling_source_line(tmp_path):
     assert by_name["Torch.exp.0.forward"] is not None
     same = [names for names, _ in stacks.values() if "Torch.exp.0.forward" in names][0]
     assert "Torch.exp.1.forward" in same and w is not None
+
+
+def test_module_backward_gradients_of_shared_node_outputs_and_unused_ones(tmp_path):
+    """Outputs made by one autograd node (split), one of them unused, an input used twice: each module backward
+    record holds the module's own gradients, checked against autograd's (retain_grad on a plain run)."""
+
+    class Split(torch.nn.Module):
+        def forward(self, h):
+            a, b, c = h.split(2, dim=-1)
+            return a, b * 2, c
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 6)
+            self.split = Split()
+
+        def forward(self, x):
+            h = self.lin(x)
+            a, b, _unused = self.split(h)
+            return (a * b).sum() + (h * 3).sum()
+
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(3, 6, requires_grad=True)
+    dbg = make_debugger(tmp_path, level="L0", summary_mode="statistics")
+    dbg.start(model=net)
+    net(x).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    # the same computation by hand, gradients kept
+    h = net.lin(x)
+    h.retain_grad()
+    hs = h.view_as(h)      # the split module's own share of h's gradient
+    hs.retain_grad()
+    a, b, _unused = hs.split(2, dim=-1)
+    b2 = b * 2
+    for t in (a, b2):
+        t.retain_grad()
+    ((a * b2).sum() + (h * 3).sum()).backward()
+    rec = data["Module.split.Split.backward.0"]
+    assert [i and i["Max"] for i in rec["input"]] == [pytest.approx(a.grad.max().item()),
+                                                       pytest.approx(b2.grad.max().item()), None]
+    assert rec["output"][0]["Norm"] == pytest.approx(hs.grad.norm().item(), rel=1e-6)
+    lin = data["Module.lin.Linear.backward.0"]
+    assert lin["input"][0]["Norm"] == pytest.approx(h.grad.norm().item(), rel=1e-6)

@@ -271,11 +271,15 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
 }
 
 #include "_cstats_items.h"
+#include "_cstats_untrack.h"
 
 static PyMethodDef methods[] = {
     {"summarise_into", (PyCFunction)(void (*)(void))summarise_into, METH_FASTCALL,
      "summarise_into(item, address, count, kind) -> max(|Max|, |Min|), -1.0 (Max/Min not finite) or -2.0 (Mean "
      "or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and inf_count."},
+    {"untrack_tree", (PyCFunction)untrack_tree, METH_O,
+     "untrack_tree(obj) -> bool: takes a tree of dicts, lists and tuples over atomic values out of the cyclic GC "
+     "(bottom-up; False, and left as it was, where something else is inside)."},
     {"crc32_at", (PyCFunction)(void (*)(void))crc32_at, METH_FASTCALL,
      "crc32_at(address, nbytes) -> zlib.crc32 of the bytes at a live tensor's address (the GIL released)."},
     {NULL, NULL, 0, NULL},

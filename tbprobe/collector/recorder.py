@@ -6,6 +6,8 @@ from a slot of the adapter's statistics buffer (`fill`), so the training thread 
 import math
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from tbprobe.collector._cstats import untrack_tree
+
 __all__ = ["StepRecord", "StackInterner", "fill_items", "STAT_KEYS"]
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
@@ -60,6 +62,9 @@ class StepRecord:
         return len(self.entries)
 
     def add_entry(self, name: str, entry: dict) -> None:
+        # A finished entry is a tree of plain values: out of the cyclic GC, so keeping a step's records until the
+        # writer is done does not bring on full collections (see _cstats_untrack.h)
+        untrack_tree(entry)
         self.entries[name] = entry
 
     def add_construct(self, name: str, parent: Optional[str]) -> None:

@@ -8,6 +8,7 @@ dumping every measured step; CPU time is used because wall time on a shared 2-co
 no tool and tbprobe's added time as a fraction of msprobe's.
 """
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -60,6 +61,18 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
             from tbprobe import PrecisionDebugger
         debugger = PrecisionDebugger(config_path=path)
     times, rss = [], []
+    # the cyclic GC's time over the measured steps: a tool's records that outlive a young collection are promoted,
+    # and full collections (a walk over every object torch's import made) follow; the median step hides them
+    gc_time, gc_full, gc_start = [0.0], [0], [0.0]
+
+    def on_gc(phase, info):
+        if phase == "start":
+            gc_start[0] = time.process_time()
+        elif len(times) >= warmup:
+            gc_time[0] += time.process_time() - gc_start[0]
+            gc_full[0] += info["generation"] == 2
+
+    gc.callbacks.append(on_gc)
     for _step in range(warmup + steps):
         t0 = time.process_time()
         if debugger is not None and started:
@@ -73,11 +86,13 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
             debugger.step()
         times.append(time.process_time() - t0)
         rss.append(_rss_mb())
+    gc.callbacks.remove(on_gc)
     if debugger is not None and hasattr(debugger, "close"):
         debugger.close()
     # the writer thread's remaining work belongs to the measured steps too
     return {"step_s": statistics.median(times[warmup:]), "rss_first": rss[min(warmup, len(rss) - 1)],
-            "rss_last": rss[-1]}
+            "rss_last": rss[-1], "mean_s": statistics.fmean(times[warmup:]), "gc_s": gc_time[0] / steps,
+            "gc_full": gc_full[0]}
 
 
 def run(python: str, tool: str, level: str, mode: str, shape: str, warmup: int, steps: int,
@@ -141,6 +156,15 @@ def main() -> None:
     mem = run(ours, "tbprobe", "L1", "statistics", "small", 5, n_mem)
     print(f"peak memory over {n_mem} steps at L1: RSS {mem['rss_first']:.0f} MB after warm-up -> "
           f"{mem['rss_last']:.0f} MB at the end")
+    # the mean step and the cyclic GC over the same long run, for each tool (full collections are rare, so the
+    # short runs' medians above leave them out; a training run pays them)
+    long_runs = [("no tool", run(ours, "none", "L1", "statistics", "small", 5, n_mem)), ("tbprobe", mem)]
+    if have_ms:
+        long_runs.append(("msprobe", run(args.msprobe_python, "msprobe", "L1", "statistics", "small", 5, n_mem)))
+    for name, r in long_runs:
+        if "mean_s" in r:
+            print(f"{name:>8} at L1 over {n_mem} steps: mean step {r['mean_s'] * 1e3:.2f} ms, of which cyclic GC "
+                  f"{r['gc_s'] * 1e3:.2f} ms ({r['gc_full']} full collections)")
     if not have_ms:
         print("\nmsprobe not installed (../shared/peers/setup.sh): its column is empty")
 

@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <frameobject.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -272,11 +273,15 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
 
 #include "_cstats_items.h"
 #include "_cstats_untrack.h"
+#include "_cstats_stack.h"
 
 static PyMethodDef methods[] = {
     {"summarise_into", (PyCFunction)(void (*)(void))summarise_into, METH_FASTCALL,
      "summarise_into(item, address, count, kind) -> max(|Max|, |Min|), -1.0 (Max/Min not finite) or -2.0 (Mean "
      "or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and inf_count."},
+    {"stack_key", (PyCFunction)(void (*)(void))stack_key, METH_FASTCALL,
+     "stack_key(frame, own, prefix, codes) -> (id(code), f_lasti, ...) of the frames from `frame` outwards, "
+     "tbprobe's own left out (see _cstats_stack.h)."},
     {"untrack_tree", (PyCFunction)untrack_tree, METH_O,
      "untrack_tree(obj) -> bool: takes a tree of dicts, lists and tuples over atomic values out of the cyclic GC "
      "(bottom-up; False, and left as it was, where something else is inside)."},
@@ -297,7 +302,8 @@ PyMODINIT_FUNC PyInit__cstats(void) {
             return NULL;
     }
     crc_init();
-    if (intern_all() < 0 || PyType_Ready(&HostItemsType) < 0)
+    s_co_filename = PyUnicode_InternFromString("co_filename");
+    if (s_co_filename == NULL || intern_all() < 0 || PyType_Ready(&HostItemsType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -3,8 +3,8 @@ import gc
 
 from conftest import make_debugger
 from run_model import train
-from tbprobe.collector._cstats import untrack_tree
 
+from tbprobe.collector._cstats import untrack_tree
 from tbprobe.collector.recorder import StepRecord
 
 

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
+from tbprobe.collector._cstats import stack_key as _stack_key
 from tbprobe.collector.config import CollectorConfig
 from tbprobe.collector.filters import NameFilter
 from tbprobe.collector.guard import HookGuard
@@ -255,24 +256,10 @@ class Session:
     def add_stack(self, name: str, skip: int) -> None:
         if not self.want_stack:
             return
-        frame = sys._getframe(skip)
-        key = []
-        own = _OWN_CODE
-        while frame is not None:
-            code = frame.f_code
-            mine = own.get(id(code))
-            if mine is None:   # tbprobe's own frames are left out; decided once per code object
-                mine = code.co_filename.startswith(_TBPROBE_DIR)
-                own[id(code)] = mine
-                _CODES[id(code)] = code   # kept alive, so its id is never reused by another code object
-            if not mine:
-                key.append(id(code))
-                key.append(frame.f_lasti)
-            frame = frame.f_back
-        # The key is the chain of code locations as plain ints (hashing code objects costs ~10x more): the bytecode
-        # offset, not f_lineno, which scans the code's line table on every read; lines are worked out once per
-        # unique stack.
-        k = tuple(key)
+        # The key is the chain of code locations as plain ints (hashing code objects costs ~10x more), made in C
+        # (_cstats_stack.h): the bytecode offset, not f_lineno, which scans the code's line table on every read;
+        # lines are worked out once per unique stack. tbprobe's own frames are left out, decided once per code.
+        k = _stack_key(sys._getframe(skip), _OWN_CODE, _TBPROBE_DIR, _CODES)
         self.record.stack_of[name] = self.stacks.intern(k, lambda: _format_stack(k))
 
     def track_backward(self, name: str, is_module: bool, inputs: Sequence[Any], outputs: Sequence[Any],

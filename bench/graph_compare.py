@@ -9,10 +9,12 @@
 2. Times each tool as a subprocess: wall time and peak RSS of the whole process tree (worker processes included),
    for build (-tp) and compare (-tp -gp).
 3. Tensor mode: a compare of dumps with real .pt tensor files (--tensor-mb per side): read throughput of tbprobe
-   (bytes of tensor data read on both sides / wall time).
+   (bytes of tensor data read on both sides / wall time), the files read once before (see _warm).
+tbprobe's modules are byte-compiled first (see _compile).
 Prints a table with the ratios. Sizes: --quick runs 20k only.
 """
 import argparse
+import compileall
 import json
 import os
 import random
@@ -161,7 +163,10 @@ def measure(cmd, cwd=None):
             peak = max(peak, rss)
         except psutil.Error:
             pass
-        time.sleep(0.05)
+        try:  # (not a sleep: the wall time ends when the process does, not at the next poll)
+            proc.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            pass
     wall = time.perf_counter() - start
     err_file.seek(0)
     err = err_file.read().decode(errors="replace")
@@ -169,6 +174,22 @@ def measure(cmd, cwd=None):
     if proc.returncode != 0:
         print(f"  ! {' '.join(map(str, cmd[:4]))} exited {proc.returncode}: {err.strip()[-300:]}", file=sys.stderr)
     return wall, peak, proc.returncode
+
+
+def _compile() -> None:
+    """Byte-compile tbprobe's modules, as pip does at install (msprobe's were): this checkout may run with
+    PYTHONDONTWRITEBYTECODE=1, and every run would then compile all of them again (about 0.05-0.1 s)."""
+    compileall.compile_dir(str(ROOT / "tbprobe"), quiet=1)
+
+
+def _warm(folder: Path) -> None:
+    """Read the tensor files once, so that their pages are in the page cache, as right after they were dumped:
+    the figure is the reader's, not the disk's. (After the long msprobe runs they may have left the cache: the
+    same 512 MB then took 1.7-2.5 s instead of 0.9-1.1 s here.)"""
+    for p in sorted(folder.rglob("*.pt")):
+        with open(p, "rb") as f:
+            while f.read(1 << 22):
+                pass
 
 
 def _fmt(seconds, rss):
@@ -187,6 +208,7 @@ def main() -> int:
     reference = not args.no_reference and MSPROBE.exists()
     if not reference and not args.no_reference:
         print(f"msprobe not found at {MSPROBE}: run ../shared/peers/setup.sh; reporting tbprobe only")
+    _compile()
     rows = []
     for n in sizes:
         base = OUT / f"n{n}"
@@ -234,6 +256,7 @@ def main() -> int:
         nbytes = sum(p.stat().st_size for p in tbase.rglob("*.pt"))
         out = tbase / "out_tbprobe"
         shutil.rmtree(out, ignore_errors=True)
+        _warm(tbase)
         wall, peak, _ = measure([PY, "-m", "tbprobe.graph_builder", "graph", "-q", "-tp", str(tbase / "debug"),
                                  "-gp", str(tbase / "bench"), "-o", str(out)], cwd=ROOT)
         tensor_runs.append((nbytes, wall, peak))

@@ -11,6 +11,7 @@ Writing is `DumpWriter` (dump_writer.py, re-exported here).
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 from tbprobe.errors import FormatError
@@ -77,6 +78,11 @@ class LazyEntries(Mapping):
     def stored(self, name: str) -> str:
         """The entry's text as kept (`name": {...}`, from just after the name's opening quote): no copy."""
         return self._raw[name]
+
+    def stored_texts(self) -> Mapping[str, str]:
+        """name -> stored text (see `stored`) for every entry, read-only: a loop over many names can then look
+        each one up without a Python call."""
+        return MappingProxyType(self._raw)
 
     def validate(self) -> None:
         for name, text in self._raw.items():

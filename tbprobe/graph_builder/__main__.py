@@ -1,6 +1,7 @@
 """`python -m tbprobe.graph_builder graph|compare ...`: the graph builder's commands alone (same as `tbprobe graph`,
 without loading the other parts' command modules)."""
 import argparse
+import gc
 import sys
 
 from tbprobe.cli import run
@@ -14,4 +15,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # the graphs just written are garbage now: leave them to the process's end instead of a last collection
+    # walking them at interpreter exit (0.14 s after a 100k-node build)
+    gc.freeze()
+    sys.exit(code)

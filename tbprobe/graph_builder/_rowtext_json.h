@@ -10,13 +10,18 @@ typedef struct {
     Py_ssize_t n, i;
 } Cur;
 
-static void skip_ws(Cur *c) {
-    while (c->i < c->n) {
-        unsigned char ch = c->s[c->i];
-        if (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r')
+/* (the cursor in locals: stores through c may alias the text, so the loop would reload c->i and c->n; most
+   characters are above ' ' and leave at the first test) */
+static inline void skip_ws(Cur *c) {
+    const unsigned char *s = c->s;
+    Py_ssize_t i = c->i, n = c->n;
+    while (i < n) {
+        unsigned char ch = s[i];
+        if (ch > ' ' || (ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r'))
             break;
-        c->i++;
+        i++;
     }
+    c->i = i;
 }
 
 static int take(Cur *c, const char *word) {

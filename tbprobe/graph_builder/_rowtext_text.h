@@ -9,9 +9,14 @@ typedef struct {
     int heap;          /* p was allocated here (else it is the caller's stack array) */
 } Buf;
 
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->n + extra <= b->cap)
-        return 0;
+static int buf_grow(Buf *b, Py_ssize_t extra);
+
+/* room for `extra` more bytes: the common case inline, growing out of line */
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    return b->n + extra <= b->cap ? 0 : buf_grow(b, extra);
+}
+
+static int buf_grow(Buf *b, Py_ssize_t extra) {
     Py_ssize_t cap = b->cap * 2;
     while (cap < b->n + extra) {
         if (cap > PY_SSIZE_T_MAX / 2) {
@@ -45,7 +50,7 @@ static void buf_free(Buf *b) {
     b->p = NULL;
 }
 
-static int put(Buf *b, const char *s, Py_ssize_t len) {
+static inline int put(Buf *b, const char *s, Py_ssize_t len) {
     if (buf_reserve(b, len) < 0)
         return -1;
     memcpy(b->p + b->n, s, (size_t)len);

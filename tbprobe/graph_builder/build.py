@@ -90,14 +90,19 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
     order: List[str] = list(parents)
     order.extend([name for name in exec_pos if name not in parents])
     exec_get = exec_pos.get
+    module_prefixes = _MODULE_PREFIXES
     for name in order:
         if name not in nodes:
-            node = Node(name, node_type_of(name))
             pos = exec_get(name)
-            if pos is not None:
-                node.src = entries  # decoded when used, not now
-            node.exec_order = pos
-            nodes[name] = node
+            # node_type_of(name), without a call per node
+            if name.startswith(module_prefixes) or ".parameters_grad" in name:
+                node_type = NODE_MODULE
+            elif name.startswith("Apis_Between_Modules"):
+                node_type = NODE_API_COLLECTION
+            else:
+                node_type = NODE_API
+            # the entry is decoded when used, not now
+            nodes[name] = Node(name, node_type, None, None if pos is None else entries, pos)
 
     parents_get = parents.get
     parent_of: Dict[str, Optional[str]] = {name: parents_get(name) or None for name in order}

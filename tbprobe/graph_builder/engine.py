@@ -2,28 +2,34 @@
 
 Rows are generated node by node and written as they come (to the output VisDbWriter, or to a temporary per-rank
 database in a worker process); what a rank job returns is small (counts, findings, stand-ins of the
-communication nodes for the cross-rank links)."""
+communication nodes for the cross-rank links).
+
+The compare's modules (compare, match, metrics) and the process machinery are imported where they are used: a
+build never loads them (start-up is a tenth of a 20k-node build)."""
 import gc
-import multiprocessing
 import os
-import tempfile
-from concurrent.futures import ProcessPoolExecutor
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from tbprobe.errors import TbprobeError
 from tbprobe.formats.dump_dir import RankDir
 from tbprobe.graph_builder.build import is_forward
-from tbprobe.graph_builder.compare import compare_entries
 from tbprobe.graph_builder.cpu_idle import cpu_times, idle_cores_since
 from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
 from tbprobe.graph_builder.load import detect_mode, load_rank
-from tbprobe.graph_builder.match import match_graphs
-from tbprobe.graph_builder.metrics import tensor_metrics
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.graph_builder.overflow import overflow_level
 from tbprobe.graph_builder.rollup import findings_rows, roll_up
-from tbprobe.graph_builder.rows import assign_orders, edge_rows, ext_rows, node_row, node_texts, own_texts
+from tbprobe.graph_builder.rows import (
+    assign_orders,
+    edge_rows,
+    ext_rows,
+    node_row,
+    node_texts,
+    own_rows,
+    own_texts,
+)
 from tbprobe.graph_builder.sql_null import register_null_adapter
 
 __all__ = ["Options", "RankSummary", "Sink", "process_rank", "compare_graph_pair", "finish_graph"]
@@ -90,7 +96,25 @@ def _keep_freed_memory() -> None:
         pass
 
 
+def _one_blas_thread() -> None:
+    """The tensor workers are one process per core already: BLAS's own threads (OpenBLAS starts one per core for
+    each 1M-element dot product) only contend with the other workers, and their spinning and waking was a third
+    of a tensor compare's CPU, in system time (512 MB: 0.7-1.0 s against 0.3-0.4 s with one thread each). Only
+    takes effect before numpy is imported in the process (a worker forked from a parent without it); a setting
+    the user made is kept."""
+    if "numpy" not in sys.modules:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
+
+
+def _tensor_worker_init() -> None:
+    _keep_freed_memory()
+    _one_blas_thread()
+
+
 def _tensor_job(args: Tuple[str, str, str]):
+    from tbprobe.graph_builder.metrics import tensor_metrics
+
     key, dpath, bpath = args
     return key, tensor_metrics(dpath, bpath)
 
@@ -115,7 +139,9 @@ def _tensor_results(debug: Graph, bench: Graph, workers: int) -> Dict[str, tuple
             if is_tensor_item(item) and is_tensor_item(other) and item.get("data_name") and other.get("data_name"):
                 pairs.append((key, os.path.join(ddir, item["data_name"]), os.path.join(bdir, other["data_name"])))
     if workers > 1 and len(pairs) > 8:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_keep_freed_memory) as pool:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers, initializer=_tensor_worker_init) as pool:
             return dict(pool.map(_tensor_job, pairs, chunksize=max(1, len(pairs) // (workers * 8))))
     return dict(map(_tensor_job, pairs))
 
@@ -128,6 +154,8 @@ def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
     """Match and compare two built graphs in place; returns the compare mode. Each matched pair's entries are
     decoded once here: the debug node gets its compared data (and overflow level with -oc), the bench node its
     plain data, both as the JSON text of their rows."""
+    from tbprobe.graph_builder.compare import compare_entries
+
     mode, lookup = _prepare(debug, bench, opts)
     with_md5 = mode == "md5"
     for node in debug.nodes.values():
@@ -170,6 +198,8 @@ def finish_graph(graph: Graph, with_md5: bool, overflow_check: bool) -> None:
 
 def _prepare(debug: Graph, bench: Graph, opts: Options):
     """Mode, matching and (tensor mode) the metrics of every tensor pair; returns (mode, lookup)."""
+    from tbprobe.graph_builder.match import match_graphs
+
     mode_d, mode_b = detect_mode(debug), detect_mode(bench)
     if {mode_d, mode_b} == {"md5", "statistics"}:
         mode = "statistics"
@@ -188,6 +218,11 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
     """tb_nodes rows, generated node by node: each entry is decoded, compared and turned into text once, and
     nothing of it is kept but the node's precision, overflow and metric. `d_nodes`: debug nodes (a matched one
     also emits its bench twin's row); `b_nodes`: the other bench nodes."""
+    if bench is None and not opts.overflow_check:  # a plain build: every row from the node's own entry
+        yield from own_rows(debug, d_nodes, with_md5)
+        return
+    if bench is not None:
+        from tbprobe.graph_builder.compare import compare_entries
     for node in d_nodes:
         b = node.match
         if b is not None and _compared(node, bench, debug):  # (a build has no matches: no call per node)
@@ -225,6 +260,9 @@ def _compared(node: Node, bench: Optional[Graph], debug: Graph) -> bool:
 
 
 SPLIT_MIN_NODES = 4000             # below this, sharing a rank's work with a helper process does not pay
+# a build's rows are light: its helper (fork, pool, temporary database, copy into an indexed table) lost
+# 0.2-0.3 s at 20k nodes (1.16-1.28 s against 0.96-1.02 s) and won 0.5-1.4 s at 100k
+BUILD_SPLIT_MIN_NODES = 40000
 _FORK_JOB: Optional[tuple] = None   # what a forked helper inherits (graphs are not pickled, they are shared)
 
 
@@ -262,6 +300,12 @@ def _deal(nodes: List[Node], share: float) -> Tuple[List[Node], List[Node]]:
     return mine, theirs
 
 
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Options, with_md5: bool,
                 sink: "Sink", early: List[Graph]) -> int:
     """All tb_nodes rows into `sink`, and the tbprobe_node_ext rows of the `early` graphs (those whose roll-up
@@ -276,7 +320,11 @@ def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Option
         covered = {id(n.match) for n in regular if _compared(n, bench, debug)}
         b_rest = [b for b in (bench.post or bench.walk()) if id(b) not in covered]
     total = len(regular) + len(b_rest) + len(late)
-    if opts.split > 1 and len(regular) > SPLIT_MIN_NODES and "fork" in multiprocessing.get_all_start_methods():
+    least = SPLIT_MIN_NODES if bench is not None else max(SPLIT_MIN_NODES, BUILD_SPLIT_MIN_NODES)
+    if opts.split > 1 and len(regular) > least and _can_fork():
+        import multiprocessing
+        import tempfile
+
         # about half each: the parent also indexes its rows while the helper finishes (it copies the helper's
         # rows in only once the helper is done, so a smaller share would only make it wait), the helper also
         # writes the early node_ext rows (in a build, with its light rows, 55 % to the parent balances them); both

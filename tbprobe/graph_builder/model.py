@@ -18,17 +18,18 @@ class Node:
         "subtree_precision", "subtree_overflow", "inputs_ok", "stack_id",
     )
 
-    def __init__(self, name: str, node_type: str, entry: Optional[dict] = None):
+    def __init__(self, name: str, node_type: str, entry: Optional[dict] = None,
+                 src: Optional[Mapping[str, dict]] = None, exec_order: Optional[int] = None):
         self.name = name
         self.node_type = node_type
         self.parent: Optional["Node"] = None
         self.children: List["Node"] = []
         self._entry = entry                 # a dump entry given directly (tests, stand-ins)
-        self.src: Optional[Mapping[str, dict]] = None  # the dump's entries, decoded on access (LazyEntries)
+        self.src = src                      # the dump's entries, decoded on access (LazyEntries)
         self.sig: Optional[tuple] = None    # (dtype, shape) of the tensor inputs, cached for matching
         self.stack: Optional[tuple] = None  # stack lines, interned by the stack reader
         self.micro_step = 0
-        self.exec_order: Optional[int] = None
+        self.exec_order = exec_order        # position in dump.json
         self.flags: Optional[List[str]] = None
         self.order = 0                      # post-order index (node_order)
         self.match: Optional["Node"] = None
@@ -109,14 +110,16 @@ class Graph:
         return f"{self.side}_{self.step}_{self.rank}"
 
     def walk(self) -> List[Node]:
-        """Nodes in post order (children before parents, siblings in order, root last), iteratively."""
+        """Nodes in post order (children before parents, siblings in order, root last), iteratively: the
+        reverse of a pre-order walk that takes the last child first (one pop and one extend per node)."""
         out: List[Node] = []
-        stack = [(self.root, 0)]
+        append = out.append
+        stack = [self.root]
+        pop = stack.pop
+        extend = stack.extend
         while stack:
-            node, i = stack.pop()
-            if i < len(node.children):
-                stack.append((node, i + 1))
-                stack.append((node.children[i], 0))
-            else:
-                out.append(node)
+            node = pop()
+            append(node)
+            extend(node.children)
+        out.reverse()
         return out

@@ -8,6 +8,7 @@ else (legacy files, other objects, complex, quantized or sparse tensors) returns
 back to torch.load."""
 import io
 import pickle
+import struct
 import zipfile
 from collections import OrderedDict
 from typing import Optional
@@ -26,6 +27,29 @@ _STORAGE_DTYPES = {
 
 class _Unsupported(Exception):
     pass
+
+
+_LOCAL_HEADER = b"PK\x03\x04"
+
+
+def _record(archive: zipfile.ZipFile, name: str) -> bytes:
+    """A record's bytes. A stored (uncompressed) record, as torch.save writes them, is read straight from the file
+    at its offset, without zipfile's CRC-32 pass and chunked copies (4 MB: 2.7 -> 0.9 ms here; torch.load's own
+    reader does not check CRC-32 either: PyTorch builds miniz with MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS).
+    Anything else (compressed, encrypted, an unexpected header, a short file) goes through zipfile, which
+    reports what is wrong. A missing record raises KeyError."""
+    info = archive.getinfo(name)
+    fp = archive.fp
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1 or fp is None:
+        return archive.read(name)
+    fp.seek(info.header_offset)
+    head = fp.read(30)
+    if len(head) != 30 or head[:4] != _LOCAL_HEADER:
+        return archive.read(name)
+    name_len, extra_len = struct.unpack("<HH", head[26:30])
+    fp.seek(info.header_offset + 30 + name_len + extra_len)
+    data = fp.read(info.file_size)
+    return data if len(data) == info.file_size else archive.read(name)
 
 
 class _StorageType:
@@ -75,7 +99,7 @@ class _Reader(pickle.Unpickler):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and
                 isinstance(pid[1], _StorageType)):
             raise _Unsupported("storage record")
-        return self.archive.read(f"{self.prefix}data/{pid[2]}"), pid[1].dtype
+        return _record(self.archive, f"{self.prefix}data/{pid[2]}"), pid[1].dtype
 
 
 def read_pt(path: str) -> Optional[np.ndarray]:

@@ -2,13 +2,10 @@
 
 Ranks are processed in a process pool (one job per step x rank), the parent links communication nodes across
 ranks and writes everything in one transaction through VisDbWriter (temporary file renamed at the end, removed
-on any error)."""
+on any error). What only several ranks need (worker databases, the cross-rank links) is imported when used."""
 import os
-import shutil
 import sys
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -17,11 +14,9 @@ from tbprobe.errors import TbprobeError
 from tbprobe.formats.dump_dir import RankDir, discover
 from tbprobe.formats.vis_db import VisDbWriter
 from tbprobe.graph_builder.config_text import TASK_OF_MODE, node_colors, tool_tip
-from tbprobe.graph_builder.distributed import link_ranks
 from tbprobe.graph_builder.engine import Options, RankSummary, process_rank
 from tbprobe.graph_builder.model import Graph
 from tbprobe.graph_builder.rows import COL_MATCHED_DISTRIBUTED
-from tbprobe.graph_builder.temp_db import RankDb, copy_all
 
 __all__ = ["run_graph", "GraphResult", "pair_rank_dirs", "format_summary"]
 
@@ -77,6 +72,8 @@ def _check_out_dir(out_dir: str, create: bool = False) -> Path:
 def _job(args):
     """Worker entry: one rank into its own temporary database. User errors come back as text (exception
     classes with custom constructors do not survive the trip between processes)."""
+    from tbprobe.graph_builder.temp_db import RankDb
+
     debug_dir, bench_dir, opts, temp_db = args
     sink = RankDb(temp_db)
     try:
@@ -94,6 +91,8 @@ def _job(args):
 
 def _copy_rank(writer: VisDbWriter, summary: RankSummary, linked: Dict[str, dict]) -> None:
     """Stream one worker database into the output, patching the cross-rank links in on the way."""
+    from tbprobe.graph_builder.temp_db import copy_all
+
     try:
         copy_all(str(summary.temp_db), writer, linked, COL_MATCHED_DISTRIBUTED)
     finally:
@@ -162,9 +161,13 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
         if len(pairs) == 1:  # one rank: straight into the output, no copy
             collect(process_rank(pairs[0][0], pairs[0][1], opts, writer))
         else:
+            import tempfile
+
             temp_dir = tempfile.mkdtemp(prefix=".tbprobe-", dir=str(out))
             jobs = [(d, b, opts, os.path.join(temp_dir, f"rank_{i}.db")) for i, (d, b) in enumerate(pairs)]
             if workers > 1:
+                from concurrent.futures import ProcessPoolExecutor  # several ranks only: not at start-up
+
                 with ProcessPoolExecutor(max_workers=workers) as pool:
                     for result in pool.map(_job, jobs):
                         collect(result)
@@ -185,12 +188,16 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     except BaseException:
         writer.abort()
         if created:
+            import shutil
+
             shutil.rmtree(out, ignore_errors=True)
         raise
     finally:
         if bar is not None:
             bar.close()
         if temp_dir is not None:
+            import shutil
+
             shutil.rmtree(temp_dir, ignore_errors=True)
     summary = _summary(results, final, time.perf_counter() - started)
     return GraphResult(final, graph_type, mode, summary)
@@ -198,6 +205,8 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
 
 def _link_distributed(results: List[RankSummary]) -> Dict[str, dict]:
     """Cross-rank links of the communication nodes of every step and side: row id -> matched_distributed."""
+    from tbprobe.graph_builder.distributed import link_ranks
+
     by_step_side: Dict[Tuple[int, str], List] = {}
     for r in results:
         for side, stubs in r.comm.items():

@@ -5,6 +5,7 @@ import json
 import sqlite3
 from typing import Dict, Optional
 
+from tbprobe.formats.vis_db import insert_many
 from tbprobe.formats.vis_schema import (
     EDGE_COLUMNS,
     FINDING_COLUMNS,
@@ -35,7 +36,7 @@ class RankDb:
             self.conn.execute(stmt)
 
     def _insert(self, table: str, width: int, rows) -> None:
-        self.conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * width)})", rows)
+        insert_many(self.conn, f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * width)})", width, rows)
 
     def add_nodes(self, rows) -> None:
         self._insert("tb_nodes", len(NODE_COLUMNS), rows)

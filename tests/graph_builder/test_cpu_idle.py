@@ -59,6 +59,7 @@ def test_helper_only_when_a_core_was_idle(tmp_path, monkeypatch, idle, splits):
         pytest.skip("one CPU: run_graph never splits")
     assert 0.4 < run_mod.SPLIT_IDLE < 0.6  # the cases above sit on either side of it
     monkeypatch.setattr(engine, "SPLIT_MIN_NODES", 0)
+    monkeypatch.setattr(engine, "BUILD_SPLIT_MIN_NODES", 0)
     monkeypatch.setattr(engine, "_BLOCK", 3)
     monkeypatch.setattr(engine, "idle_cores_since", lambda start: idle)
     dealt = []

@@ -99,6 +99,7 @@ def test_split_rank_work_gives_the_same_database(tmp_path, monkeypatch, overflow
     from tbprobe.graph_builder import run as run_mod
 
     monkeypatch.setattr(engine, "SPLIT_MIN_NODES", 0)
+    monkeypatch.setattr(engine, "BUILD_SPLIT_MIN_NODES", 0)
     monkeypatch.setattr(run_mod, "SPLIT_IDLE", 0.0)  # the helper however busy the cores are
     monkeypatch.setattr(engine, "_BLOCK", 3)  # small blocks: both processes get a share of these small graphs
     helper_shares = []

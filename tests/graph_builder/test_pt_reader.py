@@ -74,3 +74,39 @@ def test_tensor_metrics_unchanged_without_torch(tmp_path, monkeypatch):
     slow = metrics.tensor_metrics(str(tmp_path / "a.pt"), str(tmp_path / "b.pt"))
     assert fast == slow
     assert fast[0]["Cosine"] != "N/A"
+
+
+def _rezip(src, dst, compression):
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", compression) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info.filename))
+
+
+def test_records_read_in_place_or_through_zipfile(tmp_path):
+    """Stored records are read at their offset (no CRC-32 pass, as torch.load); a compressed archive goes through
+    zipfile and gives the same values; a truncated file is handed back (None) or fails, never read short."""
+    import zipfile
+
+    t = torch.randn(300, 7, generator=torch.Generator().manual_seed(3))
+    stored = tmp_path / "stored.pt"
+    torch.save(t, stored)
+    want = _torch_array(t)
+    assert np.array_equal(np.asarray(read_pt(str(stored)), dtype=np.float64), want)
+    deflated = tmp_path / "deflated.pt"
+    _rezip(stored, deflated, zipfile.ZIP_DEFLATED)
+    with zipfile.ZipFile(deflated) as z:
+        assert any(i.compress_type == zipfile.ZIP_DEFLATED for i in z.infolist())
+    assert np.array_equal(np.asarray(read_pt(str(deflated)), dtype=np.float64), want)
+    data = stored.read_bytes()
+    with zipfile.ZipFile(stored) as z:
+        info = next(i for i in z.infolist() if i.filename.endswith("/data/0"))
+    # the central directory still promises the whole record, but the record's bytes stop half way
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(data[:info.header_offset + 100] + data[info.header_offset + 100 + 4 * 1050:])
+    try:
+        arr = read_pt(str(cut))
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return
+    assert arr is None or not np.array_equal(np.asarray(arr, dtype=np.float64), want)

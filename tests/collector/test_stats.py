@@ -352,6 +352,17 @@ def test_host_items_checksum_is_zlib_crc32_of_the_raw_bytes():
     raw = torch.randint(0, 256, (1 << 16,), dtype=torch.uint8)
     for n in (0, 1, 7, 8, 9, 4095, 1 << 16):
         assert crc32_at(raw.data_ptr(), n) == zlib.crc32(raw.numpy()[:n].tobytes())
+    # every length around the 16- and 64-byte folds of the fast path, at every alignment, and random ones
+    data = raw.numpy().tobytes()
+    gen = torch.Generator().manual_seed(3)
+    cases = [(off, n) for off in range(16) for n in range(0, 200)]
+    cases += [(int(o), int(n)) for o, n in zip(torch.randint(0, 64, (300,), generator=gen),
+                                                torch.randint(0, (1 << 16) - 64, (300,), generator=gen))]
+    for off, n in cases:
+        assert crc32_at(raw.data_ptr() + off, n) == zlib.crc32(data[off:off + n]), (off, n)
+    # tensor_checksum takes the same path for any contiguous CPU tensor, and zlib's for the rest
+    for t in (torch.randn(5000), torch.randn(300, 7).double(), torch.randn(64, 64).t(), torch.zeros(0)):
+        assert tensor_checksum(t) == "%08x" % zlib.crc32(t.contiguous().numpy().tobytes())
 
 
 def test_host_items_refuse_bad_construction_and_odd_values():

@@ -9,6 +9,7 @@ EXTENSIONS = [
     Extension("tbprobe.graph_builder._rowtext", ["tbprobe/graph_builder/_rowtext.c"], extra_compile_args=["-O3"],
               depends=[f"tbprobe/graph_builder/_rowtext_{part}.h"
                        for part in ("text", "items", "json", "raw", "slots", "compare")]),
+    Extension("tbprobe.formats._dump_split", ["tbprobe/formats/_dump_split.c"], extra_compile_args=["-O3"]),
 ]
 
 setup(

@@ -12,6 +12,7 @@ import json
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from tbprobe.errors import FormatError
+from tbprobe.formats._dump_split import split_members
 from tbprobe.formats._json_stream import WS, Stream, json_type, scan_key, scan_value
 
 __all__ = ["parse_dump", "entry_value_start", "SEP"]
@@ -154,9 +155,13 @@ def _data_lazy(s: Stream, raw: Dict[str, str]) -> None:
 def _split_members(s: Stream, start: int, cut: int, raw: Dict[str, str]) -> None:
     """Split s.buf[start:cut] (`"name": {...},\n  "name": {...}...`) into name -> entry text. The values are
     checked to be objects here and fully decoded when used. Each stored text is the piece as split,
-    `name": {...}` (from just after the opening quote), to avoid another copy; see entry_value_start."""
-    pieces = s.buf[start + 1:cut].split(SEP)  # each piece starts just after a name's opening quote
-    off = start + 1
+    `name": {...}` (from just after the opening quote), to avoid another copy; see entry_value_start.
+    The plain pieces (one-byte text, a name without escapes, `": {` after it, `}` at the end) are taken in C
+    (_dump_split.c); the loop below goes on from the first other one, with its checks and messages."""
+    off = split_members(s.buf, start + 1, cut, raw)
+    if off is None:
+        return
+    pieces = s.buf[off:cut].split(SEP)  # each piece starts just after a name's opening quote
     for piece in pieces:
         try:
             name, end = _scanstring(piece, 0, True)

@@ -108,9 +108,6 @@ def _progress(total: int):
 
 
 BIG_PAGE = 65536
-# how much of the output is read through a mapping: all of a 100k build's 240 MB, a 100k compare's 760 MB file
-# only in part, as the mapped pages count in the RSS (mapping it all took the compare's peak from 0.55 to 1.15 GB)
-MMAP_BYTES = 256 << 20
 # one rank's row work goes half to a forked helper only when at least this many cores were idle while its files
 # were read (cpu_idle.py): on busy cores the helper's own costs outweigh what it shares
 SPLIT_IDLE = 0.5
@@ -159,10 +156,6 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     # input/output text without overflow pages (inserts about 2x faster). The indexes are built at the end:
     # keeping them up to date while 200k rows go in costs more (measured 6.8 s against 2.3 s + 3.1 s at 100k)
     writer = VisDbWriter(path, sync=False, page_size=BIG_PAGE)
-    # Each of the seven CREATE INDEX scans the whole of tb_nodes (240 MB at 100k nodes, past the 64 MB page
-    # cache): through pread that is 1.6 GB copied out of the OS's file cache, 0.3-0.4 s of system time. Mapped,
-    # the scans read the cached file pages in place (the mapped pages then count in the process's RSS).
-    writer.conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     temp_dir = None
     try:
         if len(pairs) == 1:  # one rank: straight into the output, no copy

@@ -151,7 +151,7 @@ typedef struct {
 } HostItems;
 
 static PyObject *s_layout, *s_is_cpu, *s_dtype, *s_shape, *s_requires_grad, *s_is_contiguous, *s_data_ptr;
-static PyObject *s_type, *s_shape_key, *s_dtype_key, *s_requires_grad_key, *s_md5, *v_torch_tensor;
+static PyObject *s_type, *s_md5, *v_torch_tensor;   /* (the attribute names double as item keys) */
 
 static int intern_all(void) {
     struct { PyObject **slot; const char *text; } names[] = {
@@ -164,9 +164,6 @@ static int intern_all(void) {
         if (*names[i].slot == NULL)
             return -1;
     }
-    s_shape_key = s_shape;
-    s_dtype_key = s_dtype;
-    s_requires_grad_key = s_requires_grad;
     return 0;
 }
 
@@ -308,13 +305,13 @@ static PyObject *HostItems_item(HostItems *self, PyObject *t) {
     int bad = item == NULL;
     /* the keys in the order the Python path writes them */
     bad = bad || PyDict_SetItem(item, s_type, v_torch_tensor) < 0;
-    bad = bad || PyDict_SetItem(item, s_dtype_key, name) < 0;
-    bad = bad || set_new(item, s_shape_key, PySequence_List(shape)) < 0;
+    bad = bad || PyDict_SetItem(item, s_dtype, name) < 0;
+    bad = bad || set_new(item, s_shape, PySequence_List(shape)) < 0;
     bad = bad || PyDict_SetItem(item, key_names[0], r.max) < 0;
     bad = bad || PyDict_SetItem(item, key_names[1], r.min) < 0;
     bad = bad || set_new(item, key_names[2], PyFloat_FromDouble(r.mean)) < 0;
     bad = bad || set_new(item, key_names[3], PyFloat_FromDouble(r.norm)) < 0;
-    bad = bad || PyDict_SetItem(item, s_requires_grad_key, rg) < 0;
+    bad = bad || PyDict_SetItem(item, s_requires_grad, rg) < 0;
     bad = bad || set_new(item, key_names[4], PyLong_FromSsize_t(r.zeros)) < 0;
     bad = bad || set_new(item, key_names[5], PyLong_FromSsize_t(r.nans)) < 0;
     bad = bad || set_new(item, key_names[6], PyLong_FromSsize_t(r.infs)) < 0;

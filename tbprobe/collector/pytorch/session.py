@@ -280,11 +280,7 @@ class Session:
         # gradient arrival order cannot tell nesting apart when two hooks sit on one tensor.
         tr.parent = parent.replace(".forward.", ".backward.") if parent and parent != "optimizer" else None
         for i, t in enumerate(ins):
-            g = t.grad_fn
-            if g is not None:
-                g.register_prehook(partial(tr.on_in_node, i, t.output_nr))
-            else:
-                t.register_hook(partial(tr.on_in_grad, i))
+            _hook_gradient(t, i, tr.on_in_node, tr.on_in_grad)
         # an output that is an input with the same autograd node (dropout p=0, a no-op) has no backward of its own
         tr.in_nodes = {id(t): t.grad_fn for t in ins}
         return tr
@@ -299,11 +295,7 @@ class Session:
         tr.out_items = [None] * len(outs)
         tr.missing_out = len(outs)
         for i, t in enumerate(outs):
-            g = t.grad_fn
-            if g is not None:
-                g.register_prehook(partial(tr.on_out_node, i, t.output_nr))
-            else:
-                t.register_hook(partial(tr.on_out_grad, i))
+            _hook_gradient(t, i, tr.on_out_node, tr.on_out_grad)
         self.trackers.append(tr)
 
     def track_node_backward(self, name: str, parent: Optional[str], in_nodes: Sequence[Any],
@@ -346,6 +338,16 @@ class Session:
                     if flow is None:
                         flow = self.record.dataflow.setdefault(name, {})
                     flow[str(i)] = p[2]
+
+
+def _hook_gradient(t: torch.Tensor, i: int, on_node, on_tensor) -> None:
+    """Call `on_node(i, t.output_nr, grads)` with the gradient flowing into the autograd node that made `t`, or
+    `on_tensor(i, grad)` through a tensor hook when `t` has no node (a leaf)."""
+    g = t.grad_fn
+    if g is not None:
+        g.register_prehook(partial(on_node, i, t.output_nr))
+    else:
+        t.register_hook(partial(on_tensor, i))
 
 
 def _line_of(code: Any, lasti: int) -> int:

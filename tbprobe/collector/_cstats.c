@@ -243,6 +243,12 @@ static int run(PyObject *const *args, Result *out) {
     return run_raw((const void *)(uintptr_t)address, n, (int)kind, out);
 }
 
+/* A pass's health figure: max(|Max|, |Min|), or -1.0 when Max or Min is NaN/Inf, or -2.0 when only Mean or Norm
+   is (an overflow). */
+static double health_of(const Result *r) {
+    return !r->finite_range ? -1.0 : !r->finite_all ? -2.0 : r->max_abs;
+}
+
 static PyObject *key_names[7];
 static const char *const key_texts[7] = {"Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"};
 
@@ -268,7 +274,7 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
     }
     if (failed)
         return NULL;
-    return PyFloat_FromDouble(!r.finite_range ? -1.0 : !r.finite_all ? -2.0 : r.max_abs);
+    return PyFloat_FromDouble(health_of(&r));
 }
 
 #include "_cstats_items.h"

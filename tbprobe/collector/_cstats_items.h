@@ -144,7 +144,7 @@ typedef struct {
     PyObject *names;                     /* dtype -> "torch.float32" (dict) */
     Py_ssize_t cache_min;                /* larger tensors go to the Python path (it remembers them) */
     int checksum;                        /* add "md5" */
-    /* health of the items made here, for the step's summary (reset by the caller each step) */
+    /* health of the items made here or noted (`note`), for the step's summary (reset by the caller each step) */
     double max_abs;
     Py_ssize_t nonfinite;                /* items whose Max or Min is NaN/Inf */
     int nonfinite_values;                /* any statistic NaN/Inf: the writer needs the json module */
@@ -235,6 +235,18 @@ static int set_new(PyObject *d, PyObject *key, PyObject *value) {
     int rc = PyDict_SetItem(d, key, value);
     Py_DECREF(value);
     return rc;
+}
+
+/* Adds one item's health figure (see health_of) to the step's. */
+static void note_health(HostItems *self, double h) {
+    if (h >= 0.0) {
+        if (h > self->max_abs)
+            self->max_abs = h;
+    } else {
+        self->nonfinite_values = 1;
+        if (h == -1.0)
+            self->nonfinite++;
+    }
 }
 
 /* item(t) -> dict, or None when `t` is not the plain case (see the top of this file). */
@@ -329,15 +341,16 @@ static PyObject *HostItems_item(HostItems *self, PyObject *t) {
         Py_XDECREF(item);
         return NULL;
     }
-    if (!r.finite_range) {
-        self->nonfinite++;
-        self->nonfinite_values = 1;
-    } else if (!r.finite_all) {
-        self->nonfinite_values = 1;
-    } else if (r.max_abs > self->max_abs) {
-        self->max_abs = r.max_abs;
-    }
+    note_health(self, health_of(&r));
     return item;
+}
+
+static PyObject *HostItems_note(HostItems *self, PyObject *h) {
+    double v = PyFloat_AsDouble(h);
+    if (v == -1.0 && PyErr_Occurred())
+        return NULL;
+    note_health(self, v);
+    Py_RETURN_NONE;
 }
 
 static PyObject *HostItems_reset(HostItems *self, PyObject *unused) {
@@ -370,6 +383,8 @@ static PyObject *crc32_at(PyObject *mod, PyObject *const *args, Py_ssize_t nargs
 static PyMethodDef HostItems_methods[] = {
     {"item", (PyCFunction)HostItems_item, METH_O,
      "item(t) -> the dump.json item of a plain small CPU tensor (statistics, counts, md5 when asked), or None."},
+    {"note", (PyCFunction)HostItems_note, METH_O,
+     "note(health) -> None: adds the health figure of an item made elsewhere (summarise_into's result)."},
     {"reset", (PyCFunction)HostItems_reset, METH_NOARGS, "reset() -> None: clears the health figures."},
     {NULL, NULL, 0, NULL},
 };

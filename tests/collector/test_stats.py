@@ -277,11 +277,11 @@ def test_fill_sets_the_items_statistics_at_once_and_the_steps_health():
     assert list(item) == ["Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"]
     assert item["Max"] == 3.0 and item["Min"] == -4.0 and item["zero_count"] == 2
     assert math.isclose(item["Mean"], t.double().mean().item(), rel_tol=1e-6)
-    assert buf.host_max_abs == 4.0 and buf.host_nonfinite == 0 and not buf.host_nonfinite_values
+    assert buf.host_health() == (0, 4.0, False)   # (items with NaN/Inf Max or Min, largest |x|, any NaN/Inf)
     _filled(torch.tensor([1.0, float("inf")]), buf)
-    assert buf.host_nonfinite == 1 and buf.host_nonfinite_values
+    assert buf.host_health()[0] == 1 and buf.host_health()[2]
     over, buf2 = _filled(torch.full((8,), 3e38))          # finite Max/Min, a Norm that overflows
-    assert over["Norm"] == math.inf and buf2.host_nonfinite == 0 and buf2.host_nonfinite_values
+    assert over["Norm"] == math.inf and buf2.host_health()[0] == 0 and buf2.host_health()[2]
     flags, _ = _filled(torch.tensor([True, False, True]))
     assert flags["Max"] is True and flags["Min"] is False
     ints, _ = _filled(torch.tensor([3, -9], dtype=torch.int32))

@@ -101,7 +101,7 @@ class StatBuffer:
         # host_kernel False: every tensor takes torch's kernels, as on an accelerator (the tests compare both)
         self._host_kinds = {} if not host_kernel else _HOST_KINDS_LOW if low_precision else _HOST_KINDS
         # The whole item of a small plain CPU tensor in one C call (checksum: with its "md5"); None without the
-        # host kernel. Its health figures join this buffer's in `host_health`.
+        # host kernel. It also keeps the step's health figures of every item the host kernel completes.
         self._host_items = (HostItems(torch.Tensor, torch.nn.Parameter, _STRIDED, self._host_kinds,
                                       {dt: str(dt) for dt in self._host_kinds}, _HOST_CACHE_MIN, checksum)
                             if self._host_kinds else None)
@@ -111,13 +111,10 @@ class StatBuffer:
     def host_health(self) -> Tuple[int, float, bool]:
         """(items with a NaN/Inf Max or Min, the largest finite |Max|/|Min|, whether any statistic is NaN/Inf)
         over the items the host kernel completed this step."""
-        nonfinite, max_abs, values = self.host_nonfinite, self.host_max_abs, self.host_nonfinite_values
         c = self._host_items
-        if c is not None:
-            nonfinite += c.nonfinite
-            max_abs = max(max_abs, c.max_abs)
-            values = values or bool(c.nonfinite_values)
-        return nonfinite, max_abs, values
+        if c is None:
+            return 0, 0.0, False
+        return c.nonfinite, c.max_abs, bool(c.nonfinite_values)
 
     def __len__(self) -> int:
         return self._count
@@ -140,7 +137,7 @@ class StatBuffer:
                 src = hit[2]
                 for k in _ITEM_KEYS:
                     item[k] = src[k]
-                self._health(hit[3])
+                self._host_items.note(hit[3])
                 return True
         # a view that is not contiguous is copied first: one copy costs less than torch's kernels
         c = t if t.is_contiguous() else t.detach().contiguous()
@@ -151,22 +148,13 @@ class StatBuffer:
         if not address:
             return False
         health = _summarise_into(item, address, n, kind)
-        self._health(health)
+        self._host_items.note(health)
         if cached:
             try:
                 self._host_cache[key] = (weakref.ref(t), version, item, health)
             except TypeError:
                 pass
         return True
-
-    def _health(self, h: float) -> None:
-        if h >= 0.0:
-            if h > self.host_max_abs:
-                self.host_max_abs = h
-        else:
-            self.host_nonfinite_values = True
-            if h == -1.0:
-                self.host_nonfinite += 1
 
     def add(self, t: torch.Tensor) -> int:
         key = id(t)
@@ -306,11 +294,7 @@ class StatBuffer:
         self._numel32: List[int] = []      # numel of each pending float32 row (its Sum becomes the Mean)
         self._pending64: List[torch.Tensor] = []
         self._host_cache: Dict[int, Tuple[Any, int, dict, float]] = {}  # id -> (weakref, version, item, health)
-        # health of the items `fill` completed: tensors with a NaN/Inf Max or Min, the largest finite |Max|/|Min|,
-        # and whether any statistic at all is NaN/Inf (the writer's choice of JSON encoder)
-        self.host_nonfinite = 0
-        self.host_max_abs = 0.0
-        self.host_nonfinite_values = False
+        # the step's health of the host kernel's items (host_health) starts again
         if self._host_items is not None:
             self._host_items.reset()
         self._batches32: List[torch.Tensor] = []

@@ -167,3 +167,38 @@ def test_a_debugger_not_started_installs_nothing(tmp_path):
     dbg.close()
     after = _installed(model)
     assert after[:7] == before[:7]          # every hook, the mode and the dunders are gone again
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_no_step_keeps_its_autograd_graph_alive(tmp_path, level):
+    """A step's autograd nodes (and the activations they save) are freed with the step: the collector's hooks on
+    them must not form a loop back to them (the cyclic GC cannot see a node's hooks)."""
+    import gc
+
+    from run_model import build
+
+    def nodes() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o).__name__.endswith(("Backward0", "Backward1")))
+
+    dbg = make_debugger(tmp_path, level=level, steps=40)
+    model, data, loss_fn = build("gpt")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def steps(n):
+        for i in range(n):
+            x, y = data[i % len(data)]
+            dbg.start(model=model)
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            dbg.stop()
+            dbg.step()
+
+    steps(3)
+    before = nodes()
+    steps(10)
+    after = nodes()
+    dbg.close()
+    assert after - before <= 2, f"{after - before} autograd nodes outlived their steps"

@@ -47,7 +47,7 @@ class BackwardTracker:
         self.started = False
         self.done = False
         self.step = session.step
-        self.in_nodes: Dict[int, Any] = {}
+        self.in_nodes: Optional[Dict[int, Any]] = None   # only between prepare_ and finish_backward
 
     # The hooks sit on the autograd node that made each tensor (`register_prehook`, `partial(method, i, nr)`: about
     # half the cost of Tensor.register_hook, and no Python frame between the engine and the method); a tensor
@@ -281,14 +281,20 @@ class Session:
         tr.parent = parent.replace(".forward.", ".backward.") if parent and parent != "optimizer" else None
         for i, t in enumerate(ins):
             _hook_gradient(t, i, tr.on_in_node, tr.on_in_grad)
-        # an output that is an input with the same autograd node (dropout p=0, a no-op) has no backward of its own
-        tr.in_nodes = {id(t): t.grad_fn for t in ins}
+        if not is_module:
+            # an output that is an input with the same autograd node (dropout p=0, a no-op) has no backward of its
+            # own; finish_backward drops these (see there)
+            tr.in_nodes = {id(t): t.grad_fn for t in ins}
         return tr
 
     def finish_backward(self, tr: BackwardTracker, outputs: Sequence[Any]) -> None:
-        same = {} if tr.is_module else tr.in_nodes
+        same = tr.in_nodes
+        # The tracker must not keep autograd nodes: a node holds its hooks, the hooks hold the tracker, and the
+        # cyclic GC cannot see the node's side of that loop. Kept, every step's graph (saved activations
+        # included) would outlive the step.
+        tr.in_nodes = None
         outs = [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad
-                and not (id(t) in same and same[id(t)] is t.grad_fn)]
+                and not (same and id(t) in same and same[id(t)] is t.grad_fn)]
         if not outs:
             tr.done = True
             return

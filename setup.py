@@ -6,6 +6,7 @@ EXTENSIONS = [
     Extension("tbprobe.collector._cstats", ["tbprobe/collector/_cstats.c"], extra_compile_args=["-O3"],
               depends=["tbprobe/collector/_cstats_items.h", "tbprobe/collector/_cstats_untrack.h",
                        "tbprobe/collector/_cstats_stack.h"]),
+    Extension("tbprobe.collector._cwrite", ["tbprobe/collector/_cwrite.c"], extra_compile_args=["-O2"]),
     Extension("tbprobe.graph_builder._rowtext", ["tbprobe/graph_builder/_rowtext.c"], extra_compile_args=["-O3"],
               depends=[f"tbprobe/graph_builder/_rowtext_{part}.h"
                        for part in ("text", "items", "json", "raw", "slots", "compare")]),

@@ -3,9 +3,17 @@
 Folder: <dump_path>_tb/events/<rank dir>/, beside the dump (msprobe's tools refuse a dump folder holding
 anything but step folders), next to the live graph: `tensorboard --logdir <dump_path>_tb` shows both.
 Tags: tbprobe/nonfinite_tensors, tbprobe/max_abs, tbprobe/records, tbprobe/hook_errors.
+
+Each rank's file is TensorBoard's RecordWriter (its record framing and checksums) over a buffered file that stays
+open, written from the collector's writer thread. TensorBoard's EventFileWriter would do the same through a
+thread of its own and reopen the file for every record: about 0.4 ms of CPU per step, against 0.05 ms here,
+which on a small model's step is a tenth of the training step itself. The file is named and begun (the
+file_version event) as EventFileWriter names and begins its files.
 """
+import itertools
 import logging
 import os
+import socket
 import time
 from typing import Dict
 
@@ -14,6 +22,7 @@ __all__ = ["HealthEvents", "events_dir"]
 log = logging.getLogger("tbprobe.collector")
 
 FLUSH_SECS = 2.0   # health events reach the file at most this late (and at close)
+_file_ids = itertools.count()
 
 
 def events_dir(dump_path: str) -> str:
@@ -32,17 +41,16 @@ class HealthEvents:
             return
         try:
             from tensorboard.compat.proto import event_pb2, summary_pb2
-            from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError:
             self.available = False
             log.warning("tbprobe: tensorboard is not installed: no health event files")
             return
         w = self._writers.get(rank_dir)
         if w is None:
-            w = EventFileWriter(os.path.join(events_dir(self.dump_path), rank_dir))
-            self._writers[rank_dir] = w
+            w = self._writers[rank_dir] = _open_event_file(os.path.join(events_dir(self.dump_path), rank_dir))
         values = [summary_pb2.Summary.Value(tag=f"tbprobe/{k}", simple_value=float(v)) for k, v in health.items()]
-        w.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values)))
+        event = event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=values))
+        w.write(event.SerializeToString())
         # a flush per step costs more than a small training step's share; TensorBoard polls every few seconds
         now = time.monotonic()
         if now - self._flushed.get(rank_dir, 0.0) >= FLUSH_SECS:
@@ -53,3 +61,17 @@ class HealthEvents:
         for w in self._writers.values():
             w.close()
         self._writers.clear()
+
+
+def _open_event_file(logdir: str):
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    os.makedirs(logdir, exist_ok=True)
+    name = "events.out.tfevents.%010d.%s.%s.%s" % (time.time(), socket.gethostname(), os.getpid(), next(_file_ids))
+    w = RecordWriter(open(os.path.join(logdir, name), "wb"))
+    first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2",
+                            source_metadata=event_pb2.SourceMetadata(writer="tbprobe.collector"))
+    w.write(first.SerializeToString())
+    w.flush()
+    return w

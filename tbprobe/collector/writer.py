@@ -1,8 +1,11 @@
 """Writes finished steps to disk on a background thread with a bounded queue. Framework-neutral.
 
 Layout (the reference's): dump_path/step{N}/rank{R}|proc{pid}/{dump,construct,stack}.json, plus
-dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors. Every file is written to a temporary
-name and renamed, dump.json last, so a killed process never leaves a half file that looks whole. A full disk
+dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors. dump.json is written last, to a
+temporary name and renamed: a rank folder counts as a step only once its dump.json is there (tbprobe's and the
+reference's readers both look for it), so a killed process never leaves a half step that looks whole. The side
+files before it are written in place (a temporary name and a rename would be two more file-system calls each), and
+a step's folders and files are all made in one call that gives up the GIL once (_cwrite.c says why). A full disk
 (or any OS error) stops collection with one message; training goes on.
 """
 import errno
@@ -21,26 +24,29 @@ except ImportError:  # a dependency of tbprobe; the json module does the same wo
 from tbprobe.collector.recorder import StackInterner, StepRecord, fill_items
 from tbprobe.errors import TbprobeError
 
-__all__ = ["StepWriter", "check_writable", "write_json_atomic", "write_text_atomic"]
+__all__ = ["StepWriter", "check_writable", "json_bytes", "write_json_atomic", "write_text_atomic"]
 
 log = logging.getLogger("tbprobe.collector")
 
 
-def write_json_atomic(path: str, obj: Any, indent: Optional[int] = 1, finite: bool = False) -> None:
+def json_bytes(obj: Any, indent: Optional[int] = 1, finite: bool = False) -> bytes:
     """`finite`: the caller knows `obj` holds no NaN/Inf float, so orjson may encode it (about 10x faster than
     the json module's C encoder; the writer thread's CPU counts against the training process). orjson writes a
     NaN as null, so anything else, and anything orjson refuses (integers beyond 64 bits, non-string keys), takes
     the json module, which writes NaN/Infinity as the reference does."""
     if finite and indent is None and _orjson is not None:
         try:
-            write_text_atomic(path, _orjson.dumps(obj))
-            return
+            return _orjson.dumps(obj)
         except TypeError:
             pass
     # json.dumps, not json.dump: dump() always takes the pure-Python encoder, dumps() the C one when indent is
     # None. Records are trees built by tbprobe, never cyclic: without the cycle check the C encoder takes ~40%
     # less time.
-    write_text_atomic(path, json.dumps(obj, indent=indent, allow_nan=True, check_circular=False))
+    return json.dumps(obj, indent=indent, allow_nan=True, check_circular=False).encode("utf-8")
+
+
+def write_json_atomic(path: str, obj: Any, indent: Optional[int] = 1, finite: bool = False) -> None:
+    write_text_atomic(path, json_bytes(obj, indent, finite))
 
 
 def write_text_atomic(path: str, text: Union[str, bytes]) -> None:
@@ -56,6 +62,36 @@ def write_text_atomic(path: str, text: Union[str, bytes]) -> None:
         except OSError:
             pass
         raise
+
+
+def _write_files_py(dirs: tuple, files: list) -> None:
+    """What _cwrite.write_files does, in Python (when the extension is not built)."""
+    for d in dirs:
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            pass
+    for path, data, tmp in files:
+        try:
+            with open(tmp or path, "wb") as f:
+                f.write(data)
+            if tmp is not None:
+                os.rename(tmp, path)
+        except OSError as exc:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                if exc.filename == tmp and exc.filename2 == path:   # the rename failed: it is about `path`
+                    raise OSError(exc.errno, exc.strerror, path) from None
+            raise
+
+
+try:
+    from tbprobe.collector._cwrite import write_files
+except ImportError:
+    write_files = _write_files_py
 
 
 def check_writable(dump_path: str) -> None:
@@ -88,6 +124,7 @@ class StepWriter:
         self.failed: Optional[str] = None      # set once a write failed: collection stops
         self.written: List[str] = []
         self._stack_json: Dict[int, str] = {}   # interned stack id -> its lines as JSON text
+        self._last_stacks: tuple = (None, b"")   # the last step's (stack groups, stack.json text)
         self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
         self._thread = threading.Thread(target=self._run, name="tbprobe-writer", daemon=True)
         self._thread.start()
@@ -127,12 +164,14 @@ class StepWriter:
         health = fill_items(record, values)
         for item, text in record.checksums:
             item["md5"] = text
-        out = os.path.join(self.dump_path, f"step{record.step}", rank_dir)
-        os.makedirs(out, exist_ok=True)
+        step_dir = os.path.join(self.dump_path, f"step{record.step}")
+        out = os.path.join(step_dir, rank_dir)
+        dirs = (step_dir, out)
         data_dir = None
         if record.tensor_files and self.save_tensor is not None:
             data_dir = os.path.join(out, "dump_tensor_data")
-            os.makedirs(data_dir, exist_ok=True)
+            self._write_files(dirs + (data_dir,), [])
+            dirs = ()
             for fname, payload in record.tensor_files:
                 self.save_tensor(os.path.join(data_dir, fname), payload)
         if self.extra_info:
@@ -142,21 +181,37 @@ class StepWriter:
             stack_text = self._stack_text(groups)
             construct: Dict[str, Optional[str]] = {} if self.level == "L1" else record.construct
         else:
-            stack_text, construct = "{}", {}
-        write_text_atomic(os.path.join(out, "stack.json"), stack_text)
+            stack_text, construct = b"{}", {}
         # indent=None: the C encoder (the indenting one is pure Python and dominated the writer's time)
-        write_json_atomic(os.path.join(out, "construct.json"), construct, indent=None, finite=True)
+        files = [(os.path.join(out, "stack.json"), stack_text, None),
+                 (os.path.join(out, "construct.json"), json_bytes(construct, indent=None, finite=True), None)]
         if record.dataflow:
-            write_json_atomic(os.path.join(out, "dataflow.json"), record.dataflow, indent=None, finite=True)
-        self._write_dump(os.path.join(out, "dump.json"), data_dir, record.entries, not record.nonfinite)
+            files.append((os.path.join(out, "dataflow.json"), json_bytes(record.dataflow, indent=None, finite=True),
+                          None))
+        files.append(self._dump_file(os.path.join(out, "dump.json"), data_dir, record.entries, not record.nonfinite))
+        self._write_files(dirs, files)
         self.written.append(out)
         if self.on_step_written is not None:
             # only for the newest finished step: when the writer is behind, older steps skip the extras
             self.on_step_written(out, record.step, health, not self._steps_pending())
 
-    def _stack_text(self, groups: Dict[int, List[str]]) -> str:
+    def _write_files(self, dirs: tuple, files: list) -> None:
+        """The step's side files are written in place and dump.json last, renamed from a temporary name (see the
+        top of this file); all in one call that gives up the GIL once."""
+        try:
+            write_files(dirs, files)
+        except FileNotFoundError:
+            if not dirs:
+                raise
+            os.makedirs(dirs[-1], exist_ok=True)   # dump_path itself was removed: make it again, once
+            write_files(dirs, files)
+
+    def _stack_text(self, groups: Dict[int, List[str]]) -> bytes:
         """stack.json as {"<i>": [names, lines]}; each interned stack's lines are JSON-encoded once per process
-        (the same stacks come back every step), only the name lists are encoded per step."""
+        (the same stacks come back every step), only the name lists are encoded per step, and a step whose names
+        and stacks are the last step's (the usual case) reuses its text."""
+        if groups == self._last_stacks[0]:
+            return self._last_stacks[1]
         cache = self._stack_json
         parts = []
         for i, (sid, names) in enumerate(groups.items()):
@@ -164,16 +219,18 @@ class StepWriter:
             if lines is None:
                 lines = cache[sid] = json.dumps(self.stacks.lines[sid])
             parts.append(f'"{i}": [{json.dumps(names, check_circular=False)}, {lines}]')
-        return "{" + ", ".join(parts) + "}"
+        text = ("{" + ", ".join(parts) + "}").encode("utf-8")
+        self._last_stacks = (groups, text)
+        return text
 
     def _steps_pending(self) -> bool:
         with self._q.mutex:
             return any(job is not None for job in self._q.queue)
 
-    def _write_dump(self, path: str, data_dir: Optional[str], entries: Dict[str, dict], finite: bool) -> None:
+    def _dump_file(self, path: str, data_dir: Optional[str], entries: Dict[str, dict], finite: bool) -> tuple:
         """dump.json last: its presence marks a complete step. Compact JSON (the C encoder) and no fsync: a
         killed process loses nothing that was renamed into place, and an fsync per step costs more kernel time
         than a small training step here."""
         dump = {"task": self.task, "level": self.level, "framework": self.framework,
                 "dump_data_dir": data_dir, "data": entries}
-        write_json_atomic(path, dump, indent=None, finite=finite)
+        return path, json_bytes(dump, indent=None, finite=finite), f"{path}.tmp-{os.getpid()}"

@@ -72,23 +72,23 @@ def test_unwritable_dump_path_is_clear_error_at_start(tmp_path):
 def test_disk_full_stops_collection_training_continues(tmp_path, monkeypatch, caplog):
     import tbprobe.collector.writer as writer
 
-    real = writer.write_json_atomic
-    calls = {"n": 0}
+    real = writer.write_files
+    done = {"first_step": False}
 
-    def full_after_first_step(path, obj, indent=1, **kw):
-        calls["n"] += 1
-        if calls["n"] > 4:   # the first step's four files succeed, then the disk is "full"
+    def full_after_first_step(dirs, files):
+        if done["first_step"]:   # the first step's files succeed, then the disk is "full"
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, obj, indent, **kw)
+        real(dirs, files)
+        done["first_step"] = any(os.path.basename(path) == "dump.json" for path, _, _ in files)
 
-    monkeypatch.setattr(writer, "write_json_atomic", full_after_first_step)
+    monkeypatch.setattr(writer, "write_files", full_after_first_step)
     dbg = make_debugger(tmp_path, level="L1", steps=5)
     with caplog.at_level(logging.ERROR, logger="tbprobe.collector"):
         _, losses = train(dbg, "mlp", steps=5)
     dbg.close()
     assert len(losses) == 5
     assert rank_dirs(str(tmp_path / "dump"), 0)
-    assert not os.path.exists(os.path.join(rank_dirs(str(tmp_path / "dump"), 1)[0], "dump.json"))
+    assert not list((tmp_path / "dump").glob("step1/*/dump.json"))
     assert any("disk full" in r.getMessage() for r in caplog.records)
     assert dbg._finished                                   # switched itself off
 

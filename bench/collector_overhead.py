@@ -112,6 +112,8 @@ def main() -> None:
     p.add_argument("--msprobe-python", default=PEER_PYTHON)
     p.add_argument("--repeat", type=int, default=1,
                    help="run every case N times, interleaved, and report the median ratio (this machine is noisy)")
+    p.add_argument("--only", action="append", metavar="CASE",
+                   help='run only this case, e.g. "small L0 statistics" (repeatable); skips the idle and memory runs')
     p.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -122,8 +124,13 @@ def main() -> None:
     ours = sys.executable
     have_ms = os.path.exists(args.msprobe_python)
     n_small, n_large = (8, 3) if args.quick else (20, 6)
-    cases = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),
+    cases = cases_all = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),
              ("small", "L1", "md5"), ("large", "L1", "statistics")]
+    if args.only:
+        wanted = {" ".join(c.split()) for c in args.only}
+        cases = [c for c in cases if " ".join(c) in wanted]
+        if not cases:
+            p.error(f"--only: no such case (cases: {', '.join(' '.join(c) for c in cases_all)})")
     print(f"{'case':<22} {'no tool ms':>10} {'msprobe ms':>11} {'ratio':>7} {'tbprobe ms':>11} {'ratio':>7}"
           f" {'added tb/ms':>11}")
     rows = []
@@ -143,6 +150,8 @@ def main() -> None:
         print(f"{name:<22} {b * 1e3:>10.2f} {(m or float('nan')) * 1e3:>11.2f} {(m or float('nan')) / b:>6.2f}x"
               f" {t * 1e3:>11.2f} {t / b:>6.2f}x {frac:>11.3f}")
         rows.append((name, b, m, t))
+    if args.only:
+        return
     # created but not started, and memory over many steps
     n_idle = 40 if args.quick else 100
     idle_ratios = []

@@ -1,4 +1,5 @@
-"""Writes finished steps to disk on a background thread with a bounded queue. Framework-neutral.
+"""Writes finished steps to disk: on a background thread with a bounded queue (async_dump), or at once in the
+caller's step() (the reference's default). Framework-neutral.
 
 Layout (the reference's): dump_path/step{N}/rank{R}|proc{pid}/{dump,construct,stack}.json, plus
 dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors. dump.json is written last, to a
@@ -107,12 +108,13 @@ def check_writable(dump_path: str) -> None:
 
 
 class StepWriter:
-    """One background thread; `submit` hands over a finished step, `close` drains the queue."""
+    """One background thread (or none, see `background`); `submit` hands over a finished step, `close` drains the
+    queue."""
 
     def __init__(self, dump_path: str, task: str, level: str, framework: str, extra_info: bool,
                  stacks: StackInterner, save_tensor: Optional[Callable[[str, Any], None]] = None,
                  on_step_written: Optional[Callable[[str, int, Dict[str, float], bool], None]] = None,
-                 max_queue: int = 2) -> None:
+                 max_queue: int = 2, background: bool = True) -> None:
         self.dump_path = dump_path
         self.task = task
         self.level = level
@@ -126,11 +128,19 @@ class StepWriter:
         self._stack_json: Dict[int, str] = {}   # interned stack id -> its lines as JSON text
         self._last_stacks: tuple = (None, b"")   # the last step's (stack groups, stack.json text)
         self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
-        self._thread = threading.Thread(target=self._run, name="tbprobe-writer", daemon=True)
-        self._thread.start()
+        # `background` false (async_dump false, the reference's default: a step's files are on disk when step()
+        # returns): the caller would only wait for the thread, so it writes itself and spares the two thread
+        # hand-offs a step (on this kind of machine each costs about as much CPU as writing a small file)
+        self._thread: Optional[threading.Thread] = None
+        if background:
+            self._thread = threading.Thread(target=self._run, name="tbprobe-writer", daemon=True)
+            self._thread.start()
 
     def submit(self, record: StepRecord, values: List, rank_dir: str) -> None:
         if self.failed:
+            return
+        if self._thread is None:
+            self._write_guarded((record, values, rank_dir))
             return
         self._q.put((record, values, rank_dir))   # blocks when the writer is 2 steps behind: bounded memory
 
@@ -138,7 +148,7 @@ class StepWriter:
         self._q.join()
 
     def close(self) -> None:
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive():
             self._q.put(None)
             self._thread.join()
 
@@ -148,17 +158,22 @@ class StepWriter:
             try:
                 if job is None:
                     return
-                if not self.failed:
-                    self._write(*job)
-            except OSError as exc:
-                why = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
-                self.failed = f"cannot write the dump ({why}): collection stopped, training continues"
-                log.error("tbprobe: %s", self.failed)
-            except Exception as exc:  # never let the writer die silently
-                self.failed = f"writer error ({type(exc).__name__}: {exc}): collection stopped"
-                log.error("tbprobe: %s", self.failed)
+                self._write_guarded(job)
             finally:
                 self._q.task_done()
+
+    def _write_guarded(self, job: tuple) -> None:
+        if self.failed:
+            return
+        try:
+            self._write(*job)
+        except OSError as exc:
+            why = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+            self.failed = f"cannot write the dump ({why}): collection stopped, training continues"
+            log.error("tbprobe: %s", self.failed)
+        except Exception as exc:  # never let the writer die silently
+            self.failed = f"writer error ({type(exc).__name__}: {exc}): collection stopped"
+            log.error("tbprobe: %s", self.failed)
 
     def _write(self, record: StepRecord, values: List, rank_dir: str) -> None:
         health = fill_items(record, values)
@@ -224,6 +239,8 @@ class StepWriter:
         return text
 
     def _steps_pending(self) -> bool:
+        if self._thread is None:
+            return False
         with self._q.mutex:
             return any(job is not None for job in self._q.queue)
 

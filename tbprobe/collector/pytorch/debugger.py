@@ -106,8 +106,9 @@ class PrecisionDebugger:
             self._dist.exit()
 
     def step(self) -> None:
-        """Finish the current step and advance the step counter. Its files are written by a background thread;
-        with async_dump false (the reference's default) step() returns once they are on disk, with true at once."""
+        """Finish the current step and advance the step counter. With async_dump false (the reference's default)
+        step() writes the step's files itself and returns once they are on disk; with true a background thread
+        writes them and step() returns at once."""
         if self.session.active:
             self.stop()
         if self._step_open:
@@ -217,7 +218,8 @@ class PrecisionDebugger:
         self._events = HealthEvents(cfg.dump_path)
         self._live = LiveGraph(cfg.dump_path) if self.live_graph and cfg.extra_info else None
         self._writer = StepWriter(cfg.dump_path, cfg.task, cfg.level, "pytorch", cfg.extra_info, self.stacks,
-                                  save_tensor=_save_tensor, on_step_written=self._on_written)
+                                  save_tensor=_save_tensor, on_step_written=self._on_written,
+                                  background=cfg.async_dump)
         # the writer thread is a daemon: drain it at interpreter exit so the last step is not lost
         atexit.register(self._writer.close)
 

@@ -3,7 +3,8 @@
 No full backward hooks: they wrap outputs in a custom autograd Function and make in-place work on a module's
 output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's graph as it is.
 """
-from typing import Any, Dict, List, Optional
+from functools import partial
+from typing import Any, Dict, List
 
 import torch
 
@@ -35,7 +36,7 @@ class _ParamGrads:
         self.module_id = 0
         self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
 
-    def on_grad(self, pname: str, grad: torch.Tensor) -> None:
+    def on_grad(self, pname: str, grad: torch.Tensor) -> None:   # returns None: the gradient is left as it is
         s = self.hooks.session
         if not s.active or s.busy or (s.scope_ids is not None and self.module_id not in s.scope_ids):
             return
@@ -45,7 +46,7 @@ class _ParamGrads:
                 self.pending = {}
                 self.step = s.step
             keep = s.record_data(self.first_name)
-            self.pending[pname] = [s.items.value(grad, f"{self.prefix}.parameters_grad.{pname}")] if keep else None
+            self.pending[pname] = [s.items.item_at(grad, f"{self.prefix}.parameters_grad", pname)] if keep else None
             if len(self.pending) == len(self.names):
                 n = s.counters.next(self.prefix + ".parameters_grad")
                 name = params_grad_name(self.prefix, n)
@@ -81,7 +82,8 @@ class ModuleHooks:
                 pg = _ParamGrads(self, base, [n for n, _ in params])
                 pg.module_id = id(mod)
                 for n, p in params:
-                    self.handles.append(p.register_hook(_param_hook(pg, n)))
+                    # a partial of the bound method: no Python frame between autograd and on_grad
+                    self.handles.append(p.register_hook(partial(pg.on_grad, n)))
 
     def detach(self) -> None:
         for h in self.handles:
@@ -108,8 +110,8 @@ class ModuleHooks:
                 s.filter.note_start(name)
                 parent = s.forward_parent()
                 keep = s.record_data(name)
-                args_items = [s.items.value(a, f"{name}.input.{i}") for i, a in enumerate(args)] if keep else None
-                kwargs_items = ({k: s.items.value(v, f"{name}.input.{k}") for k, v in kwargs.items()}
+                args_items = s.items.list_items(args, f"{name}.input") if keep else None
+                kwargs_items = ({k: s.items.item_at(v, f"{name}.input", k) for k, v in kwargs.items()}
                                 if keep else None)
                 s.note_consumer(name, args)
                 s.add_stack(name, 2) if keep else None
@@ -154,9 +156,10 @@ class ModuleHooks:
                 s.record.add_construct(name, call.parent)
                 if s.record_data(name):
                     out = output if isinstance(output, (list, tuple)) else [output]
+                    items = s.items
                     entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items,
-                             "output": [s.items.value(o, f"{name}.output.{i}") for i, o in enumerate(out)],
-                             "parameters": {pn: s.items.value(p, f"{name}.parameters.{pn}")
+                             "output": items.list_items(out, f"{name}.output"),
+                             "parameters": {pn: items.item_at(p, f"{name}.parameters", pn)
                                             for pn, p in _own_parameters(mod)}}
                     s.add_entry(name, entry)
                 outs = flatten_tensors(output)
@@ -206,11 +209,3 @@ def _own_parameters(mod: torch.nn.Module):
             seen.add(id(p))
             out.append((n, p))
     return out
-
-
-def _param_hook(pg: _ParamGrads, pname: str):
-    def hook(grad: torch.Tensor) -> Optional[torch.Tensor]:
-        pg.on_grad(pname, grad)
-        return None
-
-    return hook

@@ -62,7 +62,7 @@ class BackwardTracker:
                 self.started = True
                 if self.is_module:
                     s.bw_active.append(self)
-            self.out_items[i] = s.items.value(grads[nr], f"{self.name}.input.{i}") if s.record_data(self.name) \
+            self.out_items[i] = s.items.item_at(grads[nr], f"{self.name}.input", i) if s.record_data(self.name) \
                 else None
             self.missing_out -= 1
             self._maybe_finish()
@@ -78,7 +78,7 @@ class BackwardTracker:
             return
         s.busy += 1
         try:
-            self.in_items[i] = s.items.value(grads[nr], f"{self.name}.output.{i}") if s.record_data(self.name) \
+            self.in_items[i] = s.items.item_at(grads[nr], f"{self.name}.output", i) if s.record_data(self.name) \
                 else None
             self.missing_in -= 1
             self._maybe_finish()

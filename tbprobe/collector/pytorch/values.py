@@ -87,6 +87,25 @@ class ItemMaker:
             self.on_save(item, t, key)
         return item
 
+    def item_at(self, v: Any, prefix: str, slot: Any) -> Any:
+        """value(v, f"{prefix}.{slot}"), the key made only when the C path cannot take `v` (the common tensor
+        needs no key: nothing of it is saved)."""
+        host_item = self.host_item
+        if host_item is not None:
+            item = host_item(v)
+            if item is not None:
+                return item
+        return self.value(v, f"{prefix}.{slot}")
+
+    def list_items(self, values: Sequence[Any], prefix: str) -> list:
+        """[item_at(v, prefix, i) for i, v in enumerate(values)] without a call per value."""
+        host_item = self.host_item
+        out = []
+        for i, v in enumerate(values):
+            item = host_item(v) if host_item is not None else None
+            out.append(item if item is not None else self.value(v, f"{prefix}.{i}"))
+        return out
+
     def value(self, v: Any, key: str, save: bool = False) -> Any:
         host_item = self.host_item
         if host_item is not None and not save:

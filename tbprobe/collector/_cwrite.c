@@ -1,10 +1,10 @@
 /* write_files(dirs, files): a step's folders and files, made in one call with the GIL released throughout.
 
-   The collector writes each step from a background thread while the training thread runs Python. Every file-system
-   call made from Python (os.mkdir, open, write, close, os.replace) gives up the GIL and must win it back from the
-   training thread; on a small model's step that contention, not the calls themselves, made most of the writer's
-   CPU time (about 1.5 ms a step for two folders and four files, against 0.3 ms for the same calls made alone).
-   Here the whole step is one release: the texts are encoded first (that needs the GIL), then this call makes the
+   With async_dump the collector writes each step from a background thread while the training thread runs Python.
+   Every file-system call made from Python (os.mkdir, open, write, close, os.replace) gives up the GIL and must win
+   it back from the training thread. Measured here, two folders and three small files written from Python beside
+   a thread running pure Python cost the writing thread 2.3 ms of CPU, against 0.4 ms with that thread idle. Here
+   the whole step is one release: the texts are encoded first (that needs the GIL), then this call makes the
    folders and writes the files.
 
    dirs:  a tuple of paths, made in order (one that exists already is fine).

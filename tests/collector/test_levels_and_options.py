@@ -308,7 +308,9 @@ def test_async_dump_and_precision_keys_take_effect(tmp_path):
         model(torch.randn(4, 3)).sum().backward()
         dbg.stop()
         dbg.step()
-        if not async_dump:    # synchronous: complete on return, before close()
+        # async: a writer thread; synchronous: step() writes itself, the files complete on return, before close()
+        assert (dbg._writer._thread is not None) is async_dump
+        if not async_dump:
             assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")
         dbg.close()
         assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")

@@ -178,8 +178,8 @@ class ApiCapture:
             data = self._with_data(api, prefix) and s.record_data(name)
             if data:
                 rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs else (args, kwargs)
-                args_items = [s.items.value(a, f"{name}.input.{i}") for i, a in enumerate(rec_args)]
-                kwargs_items = {k: s.items.value(v, f"{name}.input.{k}") for k, v in rec_kwargs.items()}
+                args_items = s.items.list_items(rec_args, f"{name}.input")
+                kwargs_items = {k: s.items.item_at(v, f"{name}.input", k) for k, v in rec_kwargs.items()}
                 s.note_consumer(name, rec_args)
                 s.add_stack(name, 3)
             grad = torch.is_grad_enabled()
@@ -197,7 +197,7 @@ class ApiCapture:
             if data:
                 o = out if isinstance(out, (list, tuple)) else [out]
                 entry = {"input_args": args_items, "input_kwargs": kwargs_items,
-                         "output": [s.items.value(v, f"{name}.output.{i}") for i, v in enumerate(o)]}
+                         "output": s.items.list_items(o, f"{name}.output")}
                 s.add_entry(name, entry)
                 s.note_producer(name, outs)
             else:  # a construct-only node: its backward is a construct-only node too

@@ -129,10 +129,11 @@ class NodeTracker:
         try:
             data = s.record_data(self.name)
             if data:
+                items = s.items
                 base = len(self.ins)
-                self.ins.extend(s.items.value(g, f"{self.name}.input.{base + i}") for i, g in enumerate(grad_outputs))
+                self.ins.extend(items.item_at(g, f"{self.name}.input", base + i) for i, g in enumerate(grad_outputs))
                 base = len(self.outs)
-                self.outs.extend(s.items.value(g, f"{self.name}.output.{base + i}") for i, g in enumerate(grad_inputs))
+                self.outs.extend(items.item_at(g, f"{self.name}.output", base + i) for i, g in enumerate(grad_inputs))
             self.missing -= 1
             if self.missing == 0:
                 s.record.add_construct(self.name, self.parent)

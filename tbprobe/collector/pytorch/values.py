@@ -95,7 +95,7 @@ class ItemMaker:
             item = host_item(v)
             if item is not None:
                 return item
-        return self.value(v, f"{prefix}.{slot}")
+        return self._value(v, f"{prefix}.{slot}", False)
 
     def list_items(self, values: Sequence[Any], prefix: str) -> list:
         """[item_at(v, prefix, i) for i, v in enumerate(values)] without a call per value."""
@@ -103,7 +103,7 @@ class ItemMaker:
         out = []
         for i, v in enumerate(values):
             item = host_item(v) if host_item is not None else None
-            out.append(item if item is not None else self.value(v, f"{prefix}.{i}"))
+            out.append(item if item is not None else self._value(v, f"{prefix}.{i}", False))
         return out
 
     def value(self, v: Any, key: str, save: bool = False) -> Any:
@@ -112,6 +112,10 @@ class ItemMaker:
             item = host_item(v)
             if item is not None:
                 return item
+        return self._value(v, key, save)
+
+    def _value(self, v: Any, key: str, save: bool) -> Any:
+        """value() past the C path."""
         if isinstance(v, torch.Tensor):
             return self.tensor_item(v, key, save)
         if v is None:

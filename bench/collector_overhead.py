@@ -2,10 +2,13 @@
 
     .venv/bin/python bench/collector_overhead.py [--quick] [--repeat 3] [--msprobe-python /tmp/peers/msprobe/bin/python]
 
-Each measurement runs in a fresh subprocess (msprobe patches torch globally). Step time = median CPU time of the
-whole process (training and writer threads) per step over the measured steps, after warm-up, with the collector
-dumping every measured step; CPU time is used because wall time on a shared 2-core machine is mostly noise. Prints step-time ratios against
-no tool and tbprobe's added time as a fraction of msprobe's.
+Each tool runs in a fresh subprocess (msprobe patches torch globally). Step time = median CPU time of the whole
+process (training and writer threads) per step over the measured steps, after warm-up, with the collector dumping
+every measured step; CPU time is used because wall time on a shared 2-core machine is mostly noise. Each process
+first runs the same number of steps with no tool (before the tool is imported) and every ratio is taken within one
+process: this machine's speed drifts by up to 2x over seconds, so a no-tool step measured a second before the tool
+is a steadier reference than one measured in another process. Prints step-time ratios against no tool and
+tbprobe's added time as a fraction of msprobe's.
 """
 import argparse
 import gc
@@ -45,6 +48,16 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, 64, (shape["batch"], shape["ctx"] + 1), generator=gen)
     x, y = data[:, :-1], data[:, 1:]
+
+    def plain_step() -> float:
+        t0 = time.process_time()
+        loss = F.cross_entropy(model(x).view(-1, 64), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return time.process_time() - t0
+
+    own_base = [plain_step() for _ in range(warmup + steps)][warmup:]   # this process's no-tool steps, first
     tmp = tempfile.mkdtemp(prefix=f"bench_{tool}_")
     debugger = None
     if tool != "none":
@@ -90,7 +103,7 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
     if debugger is not None and hasattr(debugger, "close"):
         debugger.close()
     # the writer thread's remaining work belongs to the measured steps too
-    return {"step_s": statistics.median(times[warmup:]), "rss_first": rss[min(warmup, len(rss) - 1)],
+    return {"step_s": statistics.median(times[warmup:]), "base_s": statistics.median(own_base), "rss_first": rss[min(warmup, len(rss) - 1)],
             "rss_last": rss[-1], "mean_s": statistics.fmean(times[warmup:]), "gc_s": gc_time[0] / steps,
             "gc_full": gc_full[0]}
 
@@ -138,27 +151,30 @@ def main() -> None:
         n = n_small if shape == "small" else n_large
         trials = []
         for _ in range(max(1, args.repeat)):
-            base = run(ours, "none", level, mode, shape, 3, n)
             tb = run(ours, "tbprobe", level, mode, shape, 3, n)
             ms = run(args.msprobe_python, "msprobe", level, mode, shape, 3, n) if have_ms else {"error": "absent"}
-            trials.append((base["step_s"], tb.get("step_s"), ms.get("step_s")))
+            if "step_s" not in tb:
+                raise SystemExit(f"tbprobe run failed: {tb.get('error')}")
+            trials.append((tb, ms))
         # the trial whose tbprobe/no-tool ratio is the median of the trials: one consistent run per row
-        trials.sort(key=lambda tr: (tr[1] or float("inf")) / tr[0])
-        b, t, m = trials[len(trials) // 2]
-        frac = (t - b) / (m - b) if (t and m and m > b) else float("nan")
+        trials.sort(key=lambda tr: tr[0]["step_s"] / tr[0]["base_s"])
+        tb, ms = trials[len(trials) // 2]
+        b, t = tb["base_s"], tb["step_s"]
+        m_ratio = ms["step_s"] / ms["base_s"] if "step_s" in ms else float("nan")
+        ms_added = ms["step_s"] - ms["base_s"] if "step_s" in ms else float("nan")
+        frac = (t - b) / ms_added if ms_added > 0 else float("nan")
         name = f"{shape} {level} {mode}"
-        print(f"{name:<22} {b * 1e3:>10.2f} {(m or float('nan')) * 1e3:>11.2f} {(m or float('nan')) / b:>6.2f}x"
+        print(f"{name:<22} {b * 1e3:>10.2f} {ms.get('step_s', float('nan')) * 1e3:>11.2f} {m_ratio:>6.2f}x"
               f" {t * 1e3:>11.2f} {t / b:>6.2f}x {frac:>11.3f}")
-        rows.append((name, b, m, t))
+        rows.append((name, b, ms.get("step_s"), t))
     if args.only:
         return
     # created but not started, and memory over many steps
     n_idle = 40 if args.quick else 100
     idle_ratios = []
     for _ in range(max(5, args.repeat)):   # the effect is nil by construction: many trials against the noise
-        base = run(ours, "none", "L1", "statistics", "small", 5, n_idle)
         idle = run(ours, "tbprobe", "L1", "statistics", "small", 5, n_idle, started=False)
-        idle_ratios.append(idle["step_s"] / base["step_s"])
+        idle_ratios.append(idle["step_s"] / idle["base_s"])
     print(f"\nnot started: {statistics.median(idle_ratios):.3f}x of no tool"
           + (f" (median of {', '.join(f'{r:.3f}' for r in sorted(idle_ratios))})" if len(idle_ratios) > 1 else ""))
     n_mem = 60 if args.quick else 200

@@ -15,7 +15,7 @@ import logging
 import os
 import queue
 import threading
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional
 
 try:
     import orjson as _orjson
@@ -25,7 +25,7 @@ except ImportError:  # a dependency of tbprobe; the json module does the same wo
 from tbprobe.collector.recorder import StackInterner, StepRecord, fill_items
 from tbprobe.errors import TbprobeError
 
-__all__ = ["StepWriter", "check_writable", "json_bytes", "write_json_atomic", "write_text_atomic"]
+__all__ = ["StepWriter", "check_writable", "json_bytes", "write_files"]
 
 log = logging.getLogger("tbprobe.collector")
 
@@ -44,25 +44,6 @@ def json_bytes(obj: Any, indent: Optional[int] = 1, finite: bool = False) -> byt
     # None. Records are trees built by tbprobe, never cyclic: without the cycle check the C encoder takes ~40%
     # less time.
     return json.dumps(obj, indent=indent, allow_nan=True, check_circular=False).encode("utf-8")
-
-
-def write_json_atomic(path: str, obj: Any, indent: Optional[int] = 1, finite: bool = False) -> None:
-    write_text_atomic(path, json_bytes(obj, indent, finite))
-
-
-def write_text_atomic(path: str, text: Union[str, bytes]) -> None:
-    """Write under a temporary name, then rename: a reader (or a killed process) never sees half a file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(text if isinstance(text, bytes) else text.encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _write_files_py(dirs: tuple, files: list) -> None:
@@ -129,8 +110,8 @@ class StepWriter:
         self._last_stacks: tuple = (None, b"")   # the last step's (stack groups, stack.json text)
         self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
         # `background` false (async_dump false, the reference's default: a step's files are on disk when step()
-        # returns): the caller would only wait for the thread, so it writes itself and spares the two thread
-        # hand-offs a step (on this kind of machine each costs about as much CPU as writing a small file)
+        # returns): the caller would only wait for the thread, so it writes itself and spares two thread hand-offs
+        # a step
         self._thread: Optional[threading.Thread] = None
         if background:
             self._thread = threading.Thread(target=self._run, name="tbprobe-writer", daemon=True)

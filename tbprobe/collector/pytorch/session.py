@@ -33,7 +33,7 @@ class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "is_module", "out_items", "in_items", "missing_out", "missing_in", "parent",
-                 "started", "done", "step", "in_nodes")
+                 "started", "done", "step")
 
     def __init__(self, session: "Session", name: str, is_module: bool, n_out: int, n_in: int) -> None:
         self.session = session
@@ -47,7 +47,6 @@ class BackwardTracker:
         self.started = False
         self.done = False
         self.step = session.step
-        self.in_nodes: Optional[Dict[int, Any]] = None   # only between prepare_ and finish_backward
 
     # The hooks sit on the autograd node that made each tensor (`register_prehook`, `partial(method, i, nr)`: about
     # half the cost of Tensor.register_hook, and no Python frame between the engine and the method); a tensor
@@ -263,13 +262,6 @@ class Session:
         k = _stack_key(sys._getframe(skip), _OWN_CODE, _TBPROBE_DIR, _CODES)
         self.record.stack_of[name] = self.stacks.intern(k, lambda: _format_stack(k))
 
-    def track_backward(self, name: str, is_module: bool, inputs: Sequence[Any], outputs: Sequence[Any],
-                       parent: Optional[str] = None) -> None:
-        """Hook the gradients of `outputs` and `inputs` (flattened tensors) of one forward call."""
-        tr = self.prepare_backward(name, is_module, inputs, parent)
-        if tr is not None:
-            self.finish_backward(tr, outputs)
-
     def prepare_backward(self, name: str, is_module: bool, inputs: Sequence[Any],
                          parent: Optional[str]) -> Optional[BackwardTracker]:
         """Hook the inputs' gradients before the call, so an in-place call still reports its input's gradient."""
@@ -280,22 +272,15 @@ class Session:
         # A backward node hangs under the backward twin of its forward parent (the structure the graph shows);
         # gradient arrival order cannot tell nesting apart when two hooks sit on one tensor.
         tr.parent = parent.replace(".forward.", ".backward.") if parent and parent != "optimizer" else None
+        # The tracker keeps no autograd node (nor tensor): a node holds its hooks, the hooks hold the tracker, and
+        # the cyclic GC cannot see the node's side of that loop; a kept node would keep every step's graph, saved
+        # activations included, alive (tests/collector/test_harmless.py counts them).
         for i, t in enumerate(ins):
             _hook_gradient(t, i, tr.on_in_node, tr.on_in_grad)
-        if not is_module:
-            # an output that is an input with the same autograd node (dropout p=0, a no-op) has no backward of its
-            # own; finish_backward drops these (see there)
-            tr.in_nodes = {id(t): t.grad_fn for t in ins}
         return tr
 
     def finish_backward(self, tr: BackwardTracker, outputs: Sequence[Any]) -> None:
-        same = tr.in_nodes
-        # The tracker must not keep autograd nodes: a node holds its hooks, the hooks hold the tracker, and the
-        # cyclic GC cannot see the node's side of that loop. Kept, every step's graph (saved activations
-        # included) would outlive the step.
-        tr.in_nodes = None
-        outs = [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad
-                and not (same and id(t) in same and same[id(t)] is t.grad_fn)]
+        outs = [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad]
         if not outs:
             tr.done = True
             return

@@ -86,6 +86,7 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
             gc_full[0] += info["generation"] == 2
 
     gc.callbacks.append(on_gc)
+    objects_first = len(gc.get_objects())
     for _step in range(warmup + steps):
         t0 = time.process_time()
         if debugger is not None and started:
@@ -99,13 +100,16 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
             debugger.step()
         times.append(time.process_time() - t0)
         rss.append(_rss_mb())
+        if _step == warmup - 1:
+            objects_first = len(gc.get_objects())   # (outside the clock) a leak shows here before it shows in RSS
+    objects_last = len(gc.get_objects())
     gc.callbacks.remove(on_gc)
     if debugger is not None and hasattr(debugger, "close"):
         debugger.close()
     # the writer thread's remaining work belongs to the measured steps too
     return {"step_s": statistics.median(times[warmup:]), "base_s": statistics.median(own_base), "rss_first": rss[min(warmup, len(rss) - 1)],
             "rss_last": rss[-1], "mean_s": statistics.fmean(times[warmup:]), "gc_s": gc_time[0] / steps,
-            "gc_full": gc_full[0]}
+            "gc_full": gc_full[0], "objects_first": objects_first, "objects_last": objects_last}
 
 
 def run(python: str, tool: str, level: str, mode: str, shape: str, warmup: int, steps: int,
@@ -179,8 +183,10 @@ def main() -> None:
           + (f" (median of {', '.join(f'{r:.3f}' for r in sorted(idle_ratios))})" if len(idle_ratios) > 1 else ""))
     n_mem = 60 if args.quick else 200
     mem = run(ours, "tbprobe", "L1", "statistics", "small", 5, n_mem)
-    print(f"peak memory over {n_mem} steps at L1: RSS {mem['rss_first']:.0f} MB after warm-up -> "
-          f"{mem['rss_last']:.0f} MB at the end")
+    mem_mix = run(ours, "tbprobe", "mix", "statistics", "small", 5, n_mem)
+    for level, r in (("L1", mem), ("mix", mem_mix)):
+        print(f"peak memory over {n_mem} steps at {level}: RSS {r['rss_first']:.0f} MB after warm-up -> "
+              f"{r['rss_last']:.0f} MB at the end; GC-tracked objects {r['objects_first']} -> {r['objects_last']}")
     # the mean step and the cyclic GC over the same long run, for each tool (full collections are rare, so the
     # short runs' medians above leave them out; a training run pays them)
     long_runs = [("no tool", run(ours, "none", "L1", "statistics", "small", 5, n_mem)), ("tbprobe", mem)]

@@ -46,6 +46,16 @@ static int write_one(const char *target, const char *data, Py_ssize_t len) {
     return close(fd);
 }
 
+/* The file-system encoding of a path (str, bytes or os.PathLike), kept alive by `keep`; NULL with an exception. */
+static const char *encoded(PyObject *keep, PyObject *path) {
+    PyObject *b = NULL;
+    if (!PyUnicode_FSConverter(path, &b))
+        return NULL;
+    int rc = PyList_Append(keep, b);
+    Py_DECREF(b);   /* `keep` holds it */
+    return rc < 0 ? NULL : PyBytes_AS_STRING(b);
+}
+
 static PyObject *write_files(PyObject *mod, PyObject *args) {
     PyObject *dirs, *files;
     if (!PyArg_ParseTuple(args, "O!O!:write_files", &PyTuple_Type, &dirs, &PyList_Type, &files))
@@ -60,17 +70,11 @@ static PyObject *write_files(PyObject *mod, PyObject *args) {
         goto done;
     }
     for (Py_ssize_t i = 0; i < nd; i++) {
-        PyObject *b = NULL;
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(dirs, i), &b))
+        if ((dpaths[i] = encoded(keep, PyTuple_GET_ITEM(dirs, i))) == NULL)
             goto done;
-        int rc = PyList_Append(keep, b);
-        Py_DECREF(b);
-        if (rc < 0)
-            goto done;
-        dpaths[i] = PyBytes_AS_STRING(b);
     }
     for (Py_ssize_t i = 0; i < nf; i++) {
-        PyObject *f = PyList_GET_ITEM(files, i), *path, *data, *tmp, *b = NULL;
+        PyObject *f = PyList_GET_ITEM(files, i), *path, *data, *tmp;
         if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) != 3 || !PyBytes_Check(PyTuple_GET_ITEM(f, 1))) {
             PyErr_SetString(PyExc_TypeError, "write_files: each file is (path, bytes, tmp path or None)");
             goto done;
@@ -78,24 +82,12 @@ static PyObject *write_files(PyObject *mod, PyObject *args) {
         path = PyTuple_GET_ITEM(f, 0);
         data = PyTuple_GET_ITEM(f, 1);
         tmp = PyTuple_GET_ITEM(f, 2);
-        if (!PyUnicode_FSConverter(path, &b))
+        if ((jobs[i].path = encoded(keep, path)) == NULL)
             goto done;
-        if (PyList_Append(keep, b) < 0) {
-            Py_DECREF(b);
-            goto done;
-        }
-        Py_DECREF(b);
-        jobs[i].path = PyBytes_AS_STRING(b);
         jobs[i].path_obj = path;
         if (tmp != Py_None) {
-            if (!PyUnicode_FSConverter(tmp, &b))
+            if ((jobs[i].tmp = encoded(keep, tmp)) == NULL)
                 goto done;
-            if (PyList_Append(keep, b) < 0) {
-                Py_DECREF(b);
-                goto done;
-            }
-            Py_DECREF(b);
-            jobs[i].tmp = PyBytes_AS_STRING(b);
             jobs[i].tmp_obj = tmp;
         }
         jobs[i].data = PyBytes_AS_STRING(data);   /* the list holds the bytes object */

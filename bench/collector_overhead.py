@@ -35,7 +35,9 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
+def gpt_training(shape: dict):
+    """The benchmarks' model (examples/train_gpt.py's GPT, one thread, seeded) and its training step:
+    (model, train_step), train_step() being one untimed SGD step on a fixed batch of random tokens."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import torch
     import torch.nn.functional as F
@@ -49,12 +51,21 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
     data = torch.randint(0, 64, (shape["batch"], shape["ctx"] + 1), generator=gen)
     x, y = data[:, :-1], data[:, 1:]
 
-    def plain_step() -> float:
-        t0 = time.process_time()
+    def train_step() -> None:
         loss = F.cross_entropy(model(x).view(-1, 64), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+    return model, train_step
+
+
+def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
+    model, train_step = gpt_training(shape)
+
+    def plain_step() -> float:
+        t0 = time.process_time()
+        train_step()
         return time.process_time() - t0
 
     own_base = [plain_step() for _ in range(warmup + steps)][warmup:]   # this process's no-tool steps, first
@@ -91,10 +102,7 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
         t0 = time.process_time()
         if debugger is not None and started:
             debugger.start(model=model)
-        loss = F.cross_entropy(model(x).view(-1, 64), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train_step()
         if debugger is not None and started:
             debugger.stop()
             debugger.step()

@@ -14,13 +14,9 @@ its backward's gradients, with in-place work inside modules still allowed); its 
 L0 collector built this way can cost on this model.
 """
 import argparse
-import os
 import statistics
-import sys
 import time
 from functools import partial
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main() -> None:
@@ -30,17 +26,11 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.rounds = 60
-    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    # (this folder is on the path of a script run from it)
     import torch
-    import torch.nn.functional as F
-    from train_gpt import GPT
+    from collector_overhead import SMALL, gpt_training
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = GPT(dim=32, heads=4, layers=2, ctx=16, dropout=0.0)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(0))
-    x, y = data[:, :-1], data[:, 1:]
+    model, train_step = gpt_training(SMALL)
     modules = [m for name, m in model.named_modules() if name]
 
     def node_hook(*_):
@@ -89,10 +79,7 @@ def main() -> None:
 
     def step() -> float:
         t0 = time.process_time()
-        loss = F.cross_entropy(model(x).view(-1, 64), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train_step()
         return time.process_time() - t0
 
     times = {k: [] for k in setups}

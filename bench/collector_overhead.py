@@ -1,19 +1,22 @@
 """Collector overhead: the same training loop with no tool, with msprobe and with tbprobe, in one run.
 
-    .venv/bin/python bench/collector_overhead.py [--quick] [--repeat 3] [--msprobe-python /tmp/peers/msprobe/bin/python]
+    .venv/bin/python bench/collector_overhead.py [--quick] [--repeat 3] [--dump-root DIR]
+        [--msprobe-python /tmp/peers/msprobe/bin/python]
 
-Each tool runs in a fresh subprocess (msprobe patches torch globally). Step time = median CPU time of the whole
-process (training and writer threads) per step over the measured steps, after warm-up, with the collector dumping
-every measured step; CPU time is used because wall time on a shared 2-core machine is mostly noise. Each process
-first runs the same number of steps with no tool (before the tool is imported) and every ratio is taken within one
-process: this machine's speed drifts by up to 2x over seconds, so a no-tool step measured a second before the tool
-is a steadier reference than one measured in another process. Prints step-time ratios against no tool and
-tbprobe's added time as a fraction of msprobe's.
+Each tool runs in a fresh subprocess (msprobe patches torch globally). Each process builds two identical models
+and times them in rounds of four steps: two of one model with no tool, then two of the other with the tool
+collecting (start, the training step, stop, step). The second of each pair is the one compared, so each follows a
+step of its own kind, as in a run with or without the tool. A step's time is the CPU time of the whole process
+(training and writer threads); CPU time because wall time on a shared 2-core machine is mostly noise. The ratio is
+the median over the rounds of tool step / no-tool step: this machine's speed drifts by up to 2x over seconds, and
+two steps a few milliseconds apart see it at one speed, where two blocks of steps do not. Prints those ratios,
+tbprobe's added time as a fraction of msprobe's, and how much slower a no-tool step runs right after a tool step.
 """
 import argparse
 import gc
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,19 +64,23 @@ def gpt_training(shape: dict):
 
 
 def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
+    # Two identical models: `plain` is never shown to the tool, `model` is the tool's. Every round times no-tool
+    # steps of plain and a tool step of model back to back, so each pair sees the machine at one speed; the ratio
+    # is the median over the pairs.
+    _, plain_step = gpt_training(shape)
     model, train_step = gpt_training(shape)
+    tmp = tempfile.mkdtemp(prefix=f"bench_{tool}_", dir=os.environ.get("BENCH_DUMP_ROOT") or None)
+    try:
+        return _measure(tool, level, mode, warmup, steps, started, model, train_step, plain_step, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
-    def plain_step() -> float:
-        t0 = time.process_time()
-        train_step()
-        return time.process_time() - t0
 
-    own_base = [plain_step() for _ in range(warmup + steps)][warmup:]   # this process's no-tool steps, first
-    tmp = tempfile.mkdtemp(prefix=f"bench_{tool}_")
+def _measure(tool, level, mode, warmup, steps, started, model, train_step, plain_step, tmp) -> dict:
     debugger = None
     if tool != "none":
         cfg = {"task": "statistics", "dump_path": os.path.join(tmp, "dump"), "rank": [],
-               "step": list(range(warmup + steps)), "level": level, "async_dump": False,
+               "step": list(range(2 * (warmup + steps))), "level": level, "async_dump": False,
                "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": mode}}
         path = os.path.join(tmp, "config.json")
         with open(path, "w") as f:
@@ -84,21 +91,8 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
             sys.path.insert(0, ROOT)
             from tbprobe import PrecisionDebugger
         debugger = PrecisionDebugger(config_path=path)
-    times, rss = [], []
-    # the cyclic GC's time over the measured steps: a tool's records that outlive a young collection are promoted,
-    # and full collections (a walk over every object torch's import made) follow; the median step hides them
-    gc_time, gc_full, gc_start = [0.0], [0], [0.0]
 
-    def on_gc(phase, info):
-        if phase == "start":
-            gc_start[0] = time.process_time()
-        elif len(times) >= warmup:
-            gc_time[0] += time.process_time() - gc_start[0]
-            gc_full[0] += info["generation"] == 2
-
-    gc.callbacks.append(on_gc)
-    objects_first = len(gc.get_objects())
-    for _step in range(warmup + steps):
+    def tool_step() -> float:
         t0 = time.process_time()
         if debugger is not None and started:
             debugger.start(model=model)
@@ -106,18 +100,58 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
         if debugger is not None and started:
             debugger.stop()
             debugger.step()
-        times.append(time.process_time() - t0)
+        return time.process_time() - t0
+
+    def base_step() -> float:
+        t0 = time.process_time()
+        plain_step()
+        return time.process_time() - t0
+
+    times, base, rss = [], [], []
+    # the cyclic GC's time in the measured tool steps: a tool's records that outlive a young collection are
+    # promoted, and full collections (a walk over every object torch's import made) follow; the median step hides
+    # them
+    gc_time, gc_full, gc_start, in_tool = [0.0], [0], [0.0], [False]
+
+    def on_gc(phase, info):
+        if not in_tool[0] or len(times) < warmup:
+            return
+        if phase == "start":
+            gc_start[0] = time.process_time()
+        else:
+            gc_time[0] += time.process_time() - gc_start[0]
+            gc_full[0] += info["generation"] == 2
+
+    gc.callbacks.append(on_gc)
+    objects_first = len(gc.get_objects())
+    after_tool, tool_all = [], []
+    for step in range(warmup + steps):
+        # A round of four steps, so that each measured step follows a step of its own kind, as in a run with or
+        # without the tool: the no-tool model twice (the first right after the tool's step, its caches cold from
+        # the tool's work; the second, the reference, after a plain step), then the tool's model twice (the
+        # first after a plain step, the second, the one measured, after a tool step).
+        after_tool.append(base_step())
+        base.append(base_step())
+        in_tool[0] = True
+        tool_all.append(tool_step())
+        times.append(tool_step())
+        tool_all.append(times[-1])
+        in_tool[0] = False
         rss.append(_rss_mb())
-        if _step == warmup - 1:
+        if step == warmup - 1:
             objects_first = len(gc.get_objects())   # (outside the clock) a leak shows here before it shows in RSS
     objects_last = len(gc.get_objects())
     gc.callbacks.remove(on_gc)
     if debugger is not None and hasattr(debugger, "close"):
         debugger.close()
-    # the writer thread's remaining work belongs to the measured steps too
-    return {"step_s": statistics.median(times[warmup:]), "base_s": statistics.median(own_base), "rss_first": rss[min(warmup, len(rss) - 1)],
-            "rss_last": rss[-1], "mean_s": statistics.fmean(times[warmup:]), "gc_s": gc_time[0] / steps,
-            "gc_full": gc_full[0], "objects_first": objects_first, "objects_last": objects_last}
+    pairs = [t / b for t, b in zip(times[warmup:], base[warmup:])]
+    cold = [a / b for a, b in zip(after_tool[warmup + 1:], base[warmup + 1:])]
+    return {"ratio": statistics.median(pairs), "after_tool": statistics.median(cold),
+            "step_s": statistics.median(times[warmup:]), "base_s": statistics.median(base[warmup:]),
+            "rss_first": rss[min(warmup, len(rss) - 1)], "rss_last": rss[-1],
+            "mean_s": statistics.fmean(tool_all[2 * warmup:]), "gc_s": gc_time[0] / (2 * steps),
+            "gc_full": gc_full[0],
+            "objects_first": objects_first, "objects_last": objects_last}
 
 
 def run(python: str, tool: str, level: str, mode: str, shape: str, warmup: int, steps: int,
@@ -139,6 +173,9 @@ def main() -> None:
                    help="run every case N times, interleaved, and report the median ratio (this machine is noisy)")
     p.add_argument("--only", action="append", metavar="CASE",
                    help='run only this case, e.g. "small L0 statistics" (repeatable); skips the idle and memory runs')
+    p.add_argument("--dump-root", metavar="DIR",
+                   help="where the tools write their dumps (default: the system's temporary folder); a step's files "
+                        "cost 0.1-0.2 ms on tmpfs and 0.4-3 ms on this machine's disk")
     p.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -147,6 +184,9 @@ def main() -> None:
         print(json.dumps(out))
         return
     ours = sys.executable
+    if args.dump_root:
+        os.environ["BENCH_DUMP_ROOT"] = os.path.abspath(args.dump_root)   # the workers inherit it
+    print(f"dumps written under {os.environ.get('BENCH_DUMP_ROOT') or tempfile.gettempdir()}")
     have_ms = os.path.exists(args.msprobe_python)
     n_small, n_large = (8, 3) if args.quick else (20, 6)
     cases = cases_all = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),
@@ -168,17 +208,23 @@ def main() -> None:
             if "step_s" not in tb:
                 raise SystemExit(f"tbprobe run failed: {tb.get('error')}")
             trials.append((tb, ms))
-        # the trial whose tbprobe/no-tool ratio is the median of the trials: one consistent run per row
-        trials.sort(key=lambda tr: tr[0]["step_s"] / tr[0]["base_s"])
+        # the trial whose tbprobe ratio is the median of the trials: one consistent run per row
+        trials.sort(key=lambda tr: tr[0]["ratio"])
         tb, ms = trials[len(trials) // 2]
-        b, t = tb["base_s"], tb["step_s"]
-        m_ratio = ms["step_s"] / ms["base_s"] if "step_s" in ms else float("nan")
-        ms_added = ms["step_s"] - ms["base_s"] if "step_s" in ms else float("nan")
-        frac = (t - b) / ms_added if ms_added > 0 else float("nan")
+        b, r = tb["base_s"], tb["ratio"]
+        m_ratio = ms["ratio"] if "ratio" in ms else float("nan")
+        ms_added = (m_ratio - 1) * ms["base_s"] if "ratio" in ms else float("nan")
+        frac = (r - 1) * b / ms_added if ms_added > 0 else float("nan")
         name = f"{shape} {level} {mode}"
         print(f"{name:<22} {b * 1e3:>10.2f} {ms.get('step_s', float('nan')) * 1e3:>11.2f} {m_ratio:>6.2f}x"
-              f" {t * 1e3:>11.2f} {t / b:>6.2f}x {frac:>11.3f}")
-        rows.append((name, b, ms.get("step_s"), t))
+              f" {tb['step_s'] * 1e3:>11.2f} {r:>6.2f}x {frac:>11.3f}")
+        rows.append((name, tb, ms))
+    # the no-tool step right after the tool's step, against the one after it: what the tool's work costs the model's
+    # own next step (cold caches; msprobe also leaves its wrappers in place between steps); not in the ratios above
+    print("(no-tool step right after a tool step / the next no-tool step: tbprobe "
+          + ", ".join(f"{tb['after_tool']:.2f}" for _, tb, _ in rows)
+          + ("; msprobe " + ", ".join(f"{ms['after_tool']:.2f}" for _, _, ms in rows if "after_tool" in ms)
+             if have_ms else "") + ")")
     if args.only:
         return
     # created but not started, and memory over many steps
@@ -186,7 +232,7 @@ def main() -> None:
     idle_ratios = []
     for _ in range(max(5, args.repeat)):   # the effect is nil by construction: many trials against the noise
         idle = run(ours, "tbprobe", "L1", "statistics", "small", 5, n_idle, started=False)
-        idle_ratios.append(idle["step_s"] / idle["base_s"])
+        idle_ratios.append(idle["ratio"])
     print(f"\nnot started: {statistics.median(idle_ratios):.3f}x of no tool"
           + (f" (median of {', '.join(f'{r:.3f}' for r in sorted(idle_ratios))})" if len(idle_ratios) > 1 else ""))
     n_mem = 60 if args.quick else 200

@@ -9,8 +9,10 @@ ratio of their process CPU time per step (wall time is printed too, but on a sha
     .venv/bin/python bench/monitor_overhead.py --dashboard [--quick]    # latency of the Monitor view's routes
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -89,6 +91,7 @@ def worker(tool: str, steps: int, warmup: int) -> dict:
         opt.zero_grad(set_to_none=True)
 
     tmp = tempfile.mkdtemp(prefix=f"monbench_{tool}_")
+    atexit.register(shutil.rmtree, tmp, True)
     cfg_path = os.path.join(tmp, "config.json")
     with open(cfg_path, "w") as f:
         json.dump(_config(os.path.join(tmp, "out")), f)
@@ -141,6 +144,7 @@ def dashboard_latency(tags: int, points: int, span: int) -> None:
     from tbprobe.tb_plugin.monitor_routes import get_routes
 
     logdir = tempfile.mkdtemp(prefix="mondash_")
+    atexit.register(shutil.rmtree, logdir, True)
     keys = [f"layers.{i // 4}.sub{i % 4}/output" for i in range(tags)]
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()

@@ -17,6 +17,7 @@ Measured:
   4. frames per second while panning by mouse drag with 20k nodes visible (tbprobe) / the reference's first view.
 """
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -131,6 +132,8 @@ def main() -> int:
     args = ap.parse_args()
     n_nodes, big_children, n_names = (20_000, 5_000, 200_000) if args.quick else (100_000, 20_000, 1_000_000)
     work = args.keep or tempfile.mkdtemp(prefix="plugin_bench_")
+    if not args.keep:
+        atexit.register(shutil.rmtree, work, True)
     ours, theirs = os.path.join(work, "tbprobe_logs"), os.path.join(work, "reference_logs")
     for d in (os.path.join(ours, "big"), os.path.join(ours, "names"), os.path.join(theirs, "big")):
         os.makedirs(d, exist_ok=True)

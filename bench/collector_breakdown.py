@@ -1,0 +1,127 @@
+"""Where tbprobe's small-L0 time goes: the L0 collector with one part of its work taken out at a time.
+
+    .venv/bin/python bench/collector_breakdown.py [--rounds 60 | --quick] [--level L0] [--dump-root DIR]
+
+The small GPT of bench/collector_overhead.py, one process, one model per set-up (all identical), measured in
+rounds: each set-up's step is timed twice in a row and the second is kept, so that each kept step follows a step
+of its own kind; the set-ups' order is the same in every round. Prints each set-up's median step, its ratio to
+no tool (median over the rounds) and what taking the part out saved against the whole collector. The parts are
+taken out by replacing tbprobe internals on one debugger's objects, so this is a measuring tool, not a supported
+configuration: its dumps are incomplete.
+
+  full          the collector as it ships
+  no writer     steps are recorded but not written (no JSON, no files, no events, no live graph)
+  no backward   no input views, no autograd-node or parameter-gradient hooks: forward records only
+  no stacks     no stack keys (as extra_info false; construct stays)
+  no items      records without tensor items (no statistics)
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from collector_overhead import ROOT, SMALL, gpt_training  # noqa: E402
+
+SETUPS = ("none", "full", "no writer", "no backward", "no stacks", "no items")
+
+
+def _debugger(tmp: str, name: str, level: str):
+    from tbprobe import PrecisionDebugger
+
+    cfg = {"task": "statistics", "dump_path": os.path.join(tmp, name.replace(" ", "_")), "rank": [],
+           "step": list(range(100000)), "level": level, "async_dump": False,
+           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
+    path = os.path.join(tmp, name.replace(" ", "_") + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return PrecisionDebugger(config_path=path)
+
+
+def _take_out(name: str, dbg, model) -> None:
+    """Remove one part of `dbg`'s work (after its first step, once its writer and hooks exist)."""
+    s = dbg.session
+    if name == "no writer":
+        dbg._writer.submit = lambda *a, **k: None
+    elif name == "no backward":
+        s.prepare_backward = lambda *a, **k: None
+        s.finish_backward = lambda *a, **k: None
+        # the parameter-gradient hooks: every handle but those in the modules' own hook dicts
+        module_dicts = _module_hook_dicts(model)
+        for h in dbg._modules.handles:
+            if id(h.hooks_dict_ref()) not in module_dicts:
+                h.remove()
+    elif name == "no stacks":
+        s.want_stack = False
+    elif name == "no items":
+        s.items.list_items = lambda values, prefix: [None] * len(values)
+        s.items.item_at = lambda v, prefix, slot: None
+
+
+def _module_hook_dicts(model) -> set:
+    ids = set()
+    for m in model.modules():
+        ids.add(id(m._forward_pre_hooks))
+        ids.add(id(m._forward_hooks))
+    return ids
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=60)
+    p.add_argument("--level", default="L0", choices=("L0", "mix"))
+    p.add_argument("--quick", action="store_true", help="20 rounds")
+    p.add_argument("--dump-root", metavar="DIR", help="where the dumps go (default: the system's temporary folder)")
+    args = p.parse_args()
+    if args.quick:
+        args.rounds = 20
+    sys.path.insert(0, ROOT)
+    import tbprobe.collector.pytorch.module_hooks as module_hooks
+
+    alias = module_hooks._alias_inputs
+    runs = {name: gpt_training(SMALL) for name in SETUPS}
+    tmp = tempfile.mkdtemp(prefix="bench_breakdown_", dir=args.dump_root)
+    try:
+        dbgs = {name: _debugger(tmp, name, args.level) for name in SETUPS if name != "none"}
+        times = {name: [] for name in SETUPS}
+        for rnd in range(args.rounds + 3):
+            for name in SETUPS:
+                model, train_step = runs[name]
+                dbg = dbgs.get(name)
+                # the input views are made by a module-level function: taken out only around that set-up's steps
+                module_hooks._alias_inputs = (lambda a, k: None) if name == "no backward" else alias
+                kept = 0.0
+                for _ in range(2):
+                    t0 = time.process_time()
+                    if dbg is not None:
+                        dbg.start(model=model)
+                    train_step()
+                    if dbg is not None:
+                        dbg.stop()
+                        dbg.step()
+                    kept = time.process_time() - t0
+                if rnd == 0 and dbg is not None:
+                    _take_out(name, dbg, model)
+                if rnd >= 3:
+                    times[name].append(kept)
+        module_hooks._alias_inputs = alias
+        for dbg in dbgs.values():
+            dbg.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = times["none"]
+    full = statistics.median(t / b for t, b in zip(times["full"], base))
+    print(f"small GPT, {args.level}, {args.rounds} rounds")
+    print(f"{'set-up':<12} {'step ms':>8} {'ratio':>7} {'saved (of the added time)':>26}")
+    for name in SETUPS:
+        r = statistics.median(t / b for t, b in zip(times[name], base))
+        saved = "" if name in ("none", "full") else f"{(full - r) / (full - 1):>25.0%}"
+        print(f"{name:<12} {statistics.median(times[name]) * 1e3:>8.2f} {r:>6.2f}x {saved}")
+
+
+if __name__ == "__main__":
+    main()

@@ -64,9 +64,7 @@ def gpt_training(shape: dict):
 
 
 def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
-    # Two identical models: `plain` is never shown to the tool, `model` is the tool's. Every round times no-tool
-    # steps of plain and a tool step of model back to back, so each pair sees the machine at one speed; the ratio
-    # is the median over the pairs.
+    # two identical models: `plain` is never shown to the tool, `model` is the tool's (see _measure's rounds)
     _, plain_step = gpt_training(shape)
     model, train_step = gpt_training(shape)
     tmp = tempfile.mkdtemp(prefix=f"bench_{tool}_", dir=os.environ.get("BENCH_DUMP_ROOT") or None)
@@ -150,8 +148,7 @@ def _measure(tool, level, mode, warmup, steps, started, model, train_step, plain
             "step_s": statistics.median(times[warmup:]), "base_s": statistics.median(base[warmup:]),
             "rss_first": rss[min(warmup, len(rss) - 1)], "rss_last": rss[-1],
             "mean_s": statistics.fmean(tool_all[2 * warmup:]), "gc_s": gc_time[0] / (2 * steps),
-            "gc_full": gc_full[0],
-            "objects_first": objects_first, "objects_last": objects_last}
+            "gc_full": gc_full[0], "objects_first": objects_first, "objects_last": objects_last}
 
 
 def run(python: str, tool: str, level: str, mode: str, shape: str, warmup: int, steps: int,
@@ -220,7 +217,8 @@ def main() -> None:
               f" {tb['step_s'] * 1e3:>11.2f} {r:>6.2f}x {frac:>11.3f}")
         rows.append((name, tb, ms))
     # the no-tool step right after the tool's step, against the one after it: what the tool's work costs the model's
-    # own next step (cold caches; msprobe also leaves its wrappers in place between steps); not in the ratios above
+    # own next step (cold caches; msprobe also leaves its API wrappers installed between steps); not in the ratios
+    # above
     print("(no-tool step right after a tool step / the next no-tool step: tbprobe "
           + ", ".join(f"{tb['after_tool']:.2f}" for _, tb, _ in rows)
           + ("; msprobe " + ", ".join(f"{ms['after_tool']:.2f}" for _, _, ms in rows if "after_tool" in ms)

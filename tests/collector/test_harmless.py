@@ -169,6 +169,67 @@ def test_a_debugger_not_started_installs_nothing(tmp_path):
     assert after[:7] == before[:7]          # every hook, the mode and the dunders are gone again
 
 
+def test_operator_capture_is_removed_outside_the_collected_steps(tmp_path):
+    """At L1/mix the dunder wrappers and the optimizer hooks stay between two collected steps (setting them on
+    torch.Tensor at every start and stop invalidates the type's attribute cache) and record nothing there; they
+    are gone once the next step is not collected, after a set_init_step jump, and at close."""
+    from run_model import build, config
+
+    from tbprobe import PrecisionDebugger
+
+    cfg = config(str(tmp_path / "dump"), "mix")
+    cfg["step"] = [0, 1, 3, 5]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    model, data, loss_fn = build("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = _installed(model)
+    dbg = PrecisionDebugger(config_path=str(path))
+
+    def one_step(x, y):
+        dbg.start(model=model)
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        dbg.stop()
+
+    a, b = torch.full((2,), 2.0), torch.full((2,), 3.0)
+    one_step(*data[0])
+    dbg.step()                                        # step 1 is collected too: the wrappers stay
+    kept = _installed(model)
+    assert kept[2] == before[2] and kept[3] is not before[3] and kept[5] == before[5] + 1
+    assert torch.equal(a + b, torch.full((2,), 5.0))   # between steps: a wrapped dunder, not recorded
+    opt.step()                                        # an optimizer step outside start/stop: not recorded
+    dbg.set_init_step(2)                              # a jump to a step that is not collected
+    dbg.start(model=model)
+    assert _installed(model)[2:7] == before[2:7]
+    dbg.stop()
+    dbg.set_init_step(1)
+    one_step(*data[1])
+    dbg.step()                                        # step 2 is not collected: everything goes
+    assert _installed(model)[2:7] == before[2:7]
+    one_step(*data[2])                                # step 2: start() does nothing
+    assert _installed(model)[2:7] == before[2:7]
+    dbg.step()
+    one_step(*data[3])                                # step 3: installed again
+    assert _installed(model)[3] is not before[3]
+    dbg.step()
+    assert _installed(model)[2:7] == before[2:7]
+    dbg.set_init_step(5)
+    one_step(*data[0])
+    dbg.close()
+    assert _installed(model)[:7] == before[:7]
+
+    def names(step):
+        with open(os.path.join(rank_dirs(tmp_path / "dump", step)[0], "dump.json")) as f:
+            return sorted(json.load(f)["data"])
+
+    # a + b and the optimizer step ran between steps 0 and 1: step 1 holds exactly what step 0 holds
+    assert names(1) == names(0) == names(3) and any(n.startswith("Functional.linear.") for n in names(1))
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1", "step3", "step5"]
+
+
 @pytest.mark.parametrize("level", ["L0", "mix"])
 def test_no_step_keeps_its_autograd_graph_alive(tmp_path, level):
     """A step's autograd nodes (and the activations they save) are freed with the step: the collector's hooks on

@@ -79,6 +79,7 @@ class PrecisionDebugger:
         if self._finished:
             return
         if not self.steps.step_wanted(self.current_step) or not self.steps.rank_wanted(_rank()):
+            self._uninstall_apis()      # (set_init_step may have moved past the collected steps)
             return
         self._open_writer()
         if self._writer.failed:
@@ -124,6 +125,8 @@ class PrecisionDebugger:
         self.current_step += 1
         if self.steps.finished(self.current_step):
             self._finish(None)
+        elif not self.steps.step_wanted(self.current_step):
+            self._uninstall_apis()      # the operator capture's wrappers stay only between collected steps
 
     def set_init_step(self, step: int) -> None:
         if not isinstance(step, int) or step < 0:
@@ -248,6 +251,10 @@ class PrecisionDebugger:
         except Exception as exc:
             self.guard.report("live graph", exc)
 
+    def _uninstall_apis(self) -> None:
+        if self._apis is not None:
+            self._apis.uninstall()
+
     def _finish(self, message: Optional[str]) -> None:
         if self._finished:
             return
@@ -256,6 +263,7 @@ class PrecisionDebugger:
         if message:
             log.error("tbprobe: %s", message)
         self.stop()
+        self._uninstall_apis()
         if self._modules is not None:
             self._modules.detach()
         if self._writer is not None:

@@ -290,10 +290,24 @@ def test_fill_sets_the_items_statistics_at_once_and_the_steps_health():
 
 def test_fill_leaves_what_the_host_kernel_cannot_read_to_add():
     buf = StatBuffer()
-    assert not buf.fill({}, torch.tensor(2.0))                       # 0-dim: the value itself, via add
+    assert buf.fill({}, torch.tensor(2.0))                           # 0-dim float32, finite, not zero: here
+    assert not buf.fill({}, torch.tensor(-0.0))                      # 0-dim zero (its sign), NaN, Inf: via add
+    assert not buf.fill({}, torch.tensor(float("nan")))
+    assert not buf.fill({}, torch.tensor(2.0, dtype=torch.float64))  # other 0-dim dtypes: via add
+    assert not StatBuffer(checksum=True).fill({}, torch.tensor(2.0))  # md5 orders the keys as add's path does
     assert not buf.fill({}, torch.randn(4, dtype=torch.float64))     # float64 keeps its width, via add
     assert not buf.fill({}, torch.empty(3, device="meta"))
     assert not StatBuffer(host_kernel=False).fill({}, torch.randn(4))
+
+
+@pytest.mark.parametrize("value", [2.5, -1.25, 3e38, -3e38, 1e-40, 0.0, -0.0, float("nan"), float("inf"),
+                                   float("-inf")])
+def test_a_0_dim_tensor_filled_at_once_matches_the_batched_path(value):
+    """The reference writes a 0-dim tensor's value as all four statistics (a negative Norm included)."""
+    for t in (torch.tensor(value), torch.tensor(value, requires_grad=True)):
+        fast, slow = _row(t), _row(t, host=False)
+        assert repr(fast) == repr(slow), (value, fast, slow)
+        assert repr(fast[:4]) == repr([float(torch.tensor(value))] * 4)
 
 
 def test_fill_reuses_a_large_tensor_seen_twice_unmodified():

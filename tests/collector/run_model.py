@@ -65,20 +65,27 @@ def build(model_name: str):
     return model, data, loss_fn
 
 
+def collected_step(debugger, model, opt, loss_fn, x, y):
+    """One SGD step between debugger.start and debugger.stop (no debugger: the plain step); step() is the
+    caller's. Returns the loss."""
+    if debugger is not None:
+        debugger.start(model=model)
+    loss = loss_fn(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if debugger is not None:
+        debugger.stop()
+    return loss
+
+
 def train(debugger, model_name: str, steps: int):
     model, data, loss_fn = build(model_name)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
     for step in range(steps):
-        x, y = data[step % len(data)]
+        loss = collected_step(debugger, model, opt, loss_fn, *data[step % len(data)])
         if debugger is not None:
-            debugger.start(model=model)
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if debugger is not None:
-            debugger.stop()
             debugger.step()
         losses.append(loss.detach().clone())
     return model, losses

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 
 import pytest
 import torch
@@ -173,7 +174,7 @@ def test_operator_capture_is_removed_outside_the_collected_steps(tmp_path):
     """At L1/mix the dunder wrappers and the optimizer hooks stay between two collected steps (setting them on
     torch.Tensor at every start and stop invalidates the type's attribute cache) and record nothing there; they
     are gone once the next step is not collected, after a set_init_step jump, and at close."""
-    from run_model import build, config
+    from run_model import build, collected_step, config
 
     from tbprobe import PrecisionDebugger
 
@@ -186,14 +187,7 @@ def test_operator_capture_is_removed_outside_the_collected_steps(tmp_path):
     before = _installed(model)
     dbg = PrecisionDebugger(config_path=str(path))
 
-    def one_step(x, y):
-        dbg.start(model=model)
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        dbg.stop()
-
+    one_step = partial(collected_step, dbg, model, opt, loss_fn)    # one_step(x, y): start ... stop
     a, b = torch.full((2,), 2.0), torch.full((2,), 3.0)
     one_step(*data[0])
     dbg.step()                                        # step 1 is collected too: the wrappers stay
@@ -236,7 +230,7 @@ def test_no_step_keeps_its_autograd_graph_alive(tmp_path, level):
     them must not form a loop back to them (the cyclic GC cannot see a node's hooks)."""
     import gc
 
-    from run_model import build
+    from run_model import build, collected_step
 
     def nodes() -> int:
         gc.collect()
@@ -248,13 +242,7 @@ def test_no_step_keeps_its_autograd_graph_alive(tmp_path, level):
 
     def steps(n):
         for i in range(n):
-            x, y = data[i % len(data)]
-            dbg.start(model=model)
-            loss = loss_fn(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            dbg.stop()
+            collected_step(dbg, model, opt, loss_fn, *data[i % len(data)])
             dbg.step()
 
     steps(3)

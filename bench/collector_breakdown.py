@@ -16,7 +16,6 @@ configuration: its dumps are incomplete.
   no items      records without tensor items (no statistics)
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -25,7 +24,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from collector_overhead import ROOT, SMALL, gpt_training  # noqa: E402
+from collector_overhead import ROOT, SMALL, gpt_training, write_config  # noqa: E402
 
 SETUPS = ("none", "full", "no writer", "no backward", "no stacks", "no items")
 
@@ -33,13 +32,7 @@ SETUPS = ("none", "full", "no writer", "no backward", "no stacks", "no items")
 def _debugger(tmp: str, name: str, level: str):
     from tbprobe import PrecisionDebugger
 
-    cfg = {"task": "statistics", "dump_path": os.path.join(tmp, name.replace(" ", "_")), "rank": [],
-           "step": list(range(100000)), "level": level, "async_dump": False,
-           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}
-    path = os.path.join(tmp, name.replace(" ", "_") + ".json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    return PrecisionDebugger(config_path=path)
+    return PrecisionDebugger(config_path=write_config(tmp, name.replace(" ", "_"), level, "statistics", 100000))
 
 
 def _take_out(name: str, dbg, model) -> None:

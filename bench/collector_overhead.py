@@ -63,6 +63,18 @@ def gpt_training(shape: dict):
     return model, train_step
 
 
+def write_config(folder: str, name: str, level: str, mode: str, steps: int) -> str:
+    """The benchmarks' config.json (the reference's keys, read by both tools): statistics of every call at
+    `level`, dumped under folder/name for steps 0..steps-1, written synchronously. Returns its path."""
+    cfg = {"task": "statistics", "dump_path": os.path.join(folder, name), "rank": [], "step": list(range(steps)),
+           "level": level, "async_dump": False,
+           "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": mode}}
+    path = os.path.join(folder, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
 def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
     # two identical models: `plain` is never shown to the tool, `model` is the tool's (see _measure's rounds)
     _, plain_step = gpt_training(shape)
@@ -77,12 +89,7 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
 def _measure(tool, level, mode, warmup, steps, started, model, train_step, plain_step, tmp) -> dict:
     debugger = None
     if tool != "none":
-        cfg = {"task": "statistics", "dump_path": os.path.join(tmp, "dump"), "rank": [],
-               "step": list(range(2 * (warmup + steps))), "level": level, "async_dump": False,
-               "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": mode}}
-        path = os.path.join(tmp, "config.json")
-        with open(path, "w") as f:
-            json.dump(cfg, f)
+        path = write_config(tmp, "dump", level, mode, 2 * (warmup + steps))
         if tool == "msprobe":
             from msprobe.pytorch import PrecisionDebugger
         else:

@@ -18,10 +18,13 @@ system:
 	@PY=$(PY) bash scripts/setup_system.sh
 
 python: $(STAMP)
-$(STAMP): setup.py $(wildcard tbprobe/*/*.c tbprobe/*/*.h)
+$(STAMP): setup.py $(wildcard tbprobe/*/*.c tbprobe/*/*.h tbprobe/*/*.cpp)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --upgrade pip setuptools wheel
+	# torch first, and no build isolation: the C++ gradient hooks (tbprobe/collector/_cgrad.cpp) build against
+	# this venv's torch (setup.py)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q --no-build-isolation -e '.[test]'
 	touch $@
 
 frontend: $(BUNDLE)

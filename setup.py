@@ -1,4 +1,6 @@
 """The tbprobe distribution: collector, graph builder, TensorBoard plugin and training monitor."""
+import sys
+
 from setuptools import Extension, find_packages, setup
 
 # Small CPython extensions for the per-tensor and per-row hot loops (gcc and Python headers are all they need).
@@ -12,6 +14,27 @@ EXTENSIONS = [
                        for part in ("text", "items", "json", "raw", "slots", "compare")]),
     Extension("tbprobe.formats._dump_split", ["tbprobe/formats/_dump_split.c"], extra_compile_args=["-O3"]),
 ]
+
+
+def _torch_extension():
+    """The C++ gradient hooks (tbprobe/collector/_cgrad.cpp), built against the installed torch; None without
+    torch in the build environment (`pip install --no-build-isolation`, after torch, as the Makefile does): the
+    collector then uses Python's hooks, with the same records, more slowly."""
+    try:
+        import torch
+        from torch.utils.cpp_extension import CppExtension, library_paths
+    except ImportError:
+        print("tbprobe: torch is not importable here; the C++ gradient hooks are not built", file=sys.stderr)
+        return None
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    return CppExtension("tbprobe.collector._cgrad", ["tbprobe/collector/_cgrad.cpp"],
+                        extra_compile_args=["-O2", "-g0", "-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"],
+                        runtime_library_dirs=library_paths())
+
+
+_CGRAD = _torch_extension()
+if _CGRAD is not None:
+    EXTENSIONS.append(_CGRAD)
 
 setup(
     name="tbprobe",

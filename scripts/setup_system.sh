@@ -4,8 +4,9 @@ set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -d /usr/share/fonts/opentype/noto ] || need+=(fonts-noto-cjk)
-# tbprobe's two small C extensions build at install: a C compiler and the interpreter's headers
+# tbprobe's C extensions and C++ gradient hooks build at install: C and C++ compilers and the interpreter's headers
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
 PY=${PY:-python3}
 [ -f "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need+=(python3-dev)
 [ ${#need[@]} -eq 0 ] && exit 0

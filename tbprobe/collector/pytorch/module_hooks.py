@@ -120,7 +120,7 @@ class ModuleHooks:
                     replaced = _alias_inputs(args, kwargs)
                     if replaced is not None:
                         args, kwargs = replaced
-                tracker = s.prepare_backward(name.replace(".forward.", ".backward."), True,
+                tracker = s.prepare_backward(name.replace(".forward.", ".backward."),
                                              flatten_tensors((args, kwargs)), parent)
                 self._calls.setdefault(id(mod), []).append(_Call(name, parent, args_items, kwargs_items, tracker))
                 s.fw_stack.append(name)

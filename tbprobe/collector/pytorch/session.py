@@ -22,6 +22,11 @@ from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import StackInterner, StepRecord
 
+try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
+    from tbprobe.collector._cgrad import hook_node as _hook_node
+except ImportError:
+    _hook_node = None
+
 __all__ = ["Session", "BackwardTracker"]
 
 _TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,13 +37,12 @@ _CODES: Dict[int, Any] = {}       # id(code object) -> the code object
 class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
-    __slots__ = ("session", "name", "is_module", "out_items", "in_items", "missing_out", "missing_in", "parent",
-                 "started", "done", "step")
+    __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
+                 "done", "step")
 
-    def __init__(self, session: "Session", name: str, is_module: bool, n_out: int, n_in: int) -> None:
+    def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
         self.name = name
-        self.is_module = is_module
         self.out_items: List[Any] = [None] * n_out
         self.in_items: List[Any] = [None] * n_in
         self.missing_out = n_out
@@ -48,20 +52,18 @@ class BackwardTracker:
         self.done = False
         self.step = session.step
 
-    # The hooks sit on the autograd node that made each tensor (`register_prehook`, `partial(method, i, nr)`: about
-    # half the cost of Tensor.register_hook, and no Python frame between the engine and the method); a tensor
-    # without a node (a leaf) keeps a tensor hook. `nr` is the tensor's output_nr among the node's outputs.
-    def on_out_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
+    # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
+    # _cgrad's C++ hooks (tbprobe/collector/_cgrad.cpp), or Python's node prehooks as `partial(on_*_node, i, nr)`
+    # (`nr` is the tensor's output_nr among the node's incoming gradients). A tensor without a node (a leaf) keeps
+    # a tensor hook.
+    def on_out(self, i: int, grad: Optional[torch.Tensor]) -> None:
         s = self.session
         if self.done or not s.active or s.step != self.step:
             return
         s.busy += 1
         try:
-            if not self.started:
-                self.started = True
-                if self.is_module:
-                    s.bw_active.append(self)
-            self.out_items[i] = s.items.item_at(grads[nr], f"{self.name}.input", i) if s.record_data(self.name) \
+            self.started = True
+            self.out_items[i] = s.items.item_at(grad, f"{self.name}.input", i) if s.record_data(self.name) \
                 else None
             self.missing_out -= 1
             self._maybe_finish()
@@ -70,14 +72,14 @@ class BackwardTracker:
         finally:
             s.busy -= 1
 
-    def on_in_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
+    def on_in(self, i: int, grad: Optional[torch.Tensor]) -> None:
         s = self.session
         # may come before the output gradients when the module returns its input (an identity module)
         if self.done or not s.active or s.step != self.step:
             return
         s.busy += 1
         try:
-            self.in_items[i] = s.items.item_at(grads[nr], f"{self.name}.output", i) if s.record_data(self.name) \
+            self.in_items[i] = s.items.item_at(grad, f"{self.name}.output", i) if s.record_data(self.name) \
                 else None
             self.missing_in -= 1
             self._maybe_finish()
@@ -86,19 +88,17 @@ class BackwardTracker:
         finally:
             s.busy -= 1
 
-    def on_out_grad(self, i: int, grad: Optional[torch.Tensor]) -> None:
-        self.on_out_node(i, 0, (grad,))
+    def on_out_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
+        self.on_out(i, grads[nr])
 
-    def on_in_grad(self, i: int, grad: Optional[torch.Tensor]) -> None:
-        self.on_in_node(i, 0, (grad,))
+    def on_in_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
+        self.on_in(i, grads[nr])
 
     def _maybe_finish(self, force: bool = False) -> None:
         if self.done or not self.started or (not force and (self.missing_out > 0 or self.missing_in > 0)):
             return
         self.done = True
         s = self.session
-        if self.is_module and self in s.bw_active:
-            s.bw_active.remove(self)
         s.record.add_construct(self.name, self.parent)
         if s.record_data(self.name):
             s.add_entry(self.name, {"input": self.out_items, "output": self.in_items})
@@ -172,7 +172,6 @@ class Session:
         self.step = 0
         self.record = StepRecord(0)
         self.fw_stack: List[str] = []      # names of the modules whose forward is running
-        self.bw_active: List[BackwardTracker] = []
         self.trackers: List[BackwardTracker] = []
         self.in_optimizer = False
         self.scope_ids: Optional[set] = None   # capture(module): ids of the module and its descendants
@@ -188,7 +187,6 @@ class Session:
         self.filter.reset_step()
         self.stats.reset()
         self.fw_stack = []
-        self.bw_active = []
         self.trackers = []
         self.producers = {}
         self._data_names = {}
@@ -250,9 +248,6 @@ class Session:
             return "optimizer"
         return self.fw_stack[-1] if self.fw_stack else None
 
-    def backward_parent(self) -> Optional[str]:
-        return self.bw_active[-1].name if self.bw_active else None
-
     def add_stack(self, name: str, skip: int) -> None:
         if not self.want_stack:
             return
@@ -262,13 +257,13 @@ class Session:
         k = _stack_key(sys._getframe(skip), _OWN_CODE, _TBPROBE_DIR, _CODES)
         self.record.stack_of[name] = self.stacks.intern(k, lambda: _format_stack(k))
 
-    def prepare_backward(self, name: str, is_module: bool, inputs: Sequence[Any],
+    def prepare_backward(self, name: str, inputs: Sequence[Any],
                          parent: Optional[str]) -> Optional[BackwardTracker]:
         """Hook the inputs' gradients before the call, so an in-place call still reports its input's gradient."""
         if not torch.is_grad_enabled():
             return None
         ins = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
-        tr = BackwardTracker(self, name, is_module, 0, len(ins))
+        tr = BackwardTracker(self, name, 0, len(ins))
         # A backward node hangs under the backward twin of its forward parent (the structure the graph shows);
         # gradient arrival order cannot tell nesting apart when two hooks sit on one tensor.
         tr.parent = parent.replace(".forward.", ".backward.") if parent and parent != "optimizer" else None
@@ -276,7 +271,7 @@ class Session:
         # the cyclic GC cannot see the node's side of that loop; a kept node would keep every step's graph, saved
         # activations included, alive (tests/collector/test_harmless.py counts them).
         for i, t in enumerate(ins):
-            _hook_gradient(t, i, tr.on_in_node, tr.on_in_grad)
+            _hook_gradient(t, i, tr.on_in_node, tr.on_in)
         return tr
 
     def finish_backward(self, tr: BackwardTracker, outputs: Sequence[Any]) -> None:
@@ -287,7 +282,7 @@ class Session:
         tr.out_items = [None] * len(outs)
         tr.missing_out = len(outs)
         for i, t in enumerate(outs):
-            _hook_gradient(t, i, tr.on_out_node, tr.on_out_grad)
+            _hook_gradient(t, i, tr.on_out_node, tr.on_out)
         self.trackers.append(tr)
 
     def track_node_backward(self, name: str, parent: Optional[str], in_nodes: Sequence[Any],
@@ -332,14 +327,18 @@ class Session:
                     flow[str(i)] = p[2]
 
 
-def _hook_gradient(t: torch.Tensor, i: int, on_node, on_tensor) -> None:
-    """Call `on_node(i, t.output_nr, grads)` with the gradient flowing into the autograd node that made `t`, or
-    `on_tensor(i, grad)` through a tensor hook when `t` has no node (a leaf)."""
+def _hook_gradient(t: torch.Tensor, i: int, on_node, on_grad) -> None:
+    """Call `on_grad(i, grad)` with the gradient flowing into the autograd node that made `t` (through a C++ hook
+    when _cgrad is built, else `on_node(i, t.output_nr, grads)` through Python's), or through a tensor hook when
+    `t` has no node (a leaf)."""
     g = t.grad_fn
     if g is not None:
-        g.register_prehook(partial(on_node, i, t.output_nr))
+        if _hook_node is None:
+            g.register_prehook(partial(on_node, i, t.output_nr))
+        elif not _hook_node(t, on_grad, i):
+            raise RuntimeError("_cgrad found no autograd node")   # (grad_fn was just seen: never expected)
     else:
-        t.register_hook(partial(on_tensor, i))
+        t.register_hook(partial(on_grad, i))
 
 
 def _line_of(code: Any, lasti: int) -> int:

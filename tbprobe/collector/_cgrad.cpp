@@ -1,0 +1,92 @@
+// Gradient hooks on autograd nodes that call tbprobe straight from the engine, built against libtorch.
+//
+// Python's `grad_fn.register_prehook(fn)` runs Python at registration (a RemovableHandle, an OrderedDict) and,
+// on every call, wraps every gradient of the node into a tuple before reaching `fn`. The backward capture hooks
+// each module's inputs and outputs every step, so both costs add up (about an eighth of the L0 collector's added
+// time on a small model, bench/collector_overhead.py). Here one C++ FunctionPreHook per registration wraps only the
+// gradient it is about and calls `fn(i, grad)`; nothing else changes, and tbprobe falls back to Python's hooks
+// when this module is not built (session.py).
+//
+// Plain CPython API (no pybind11 module), so nothing here depends on pybind11's ABI tags.
+#include <Python.h>
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+namespace {
+
+bool python_alive() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+// The hook holds `fn` and `i`; the node holds the hook; nothing of tbprobe holds the node (session.py says why).
+struct GradHook : torch::autograd::FunctionPreHook {
+  PyObject *fn;
+  PyObject *index;
+  size_t nr;  // the tensor's output_nr: which of the node's incoming gradients is its gradient
+
+  GradHook(PyObject *f, PyObject *i, size_t n) : fn(f), index(i), nr(n) {
+    Py_INCREF(fn);
+    Py_INCREF(index);
+  }
+
+  ~GradHook() override {
+    // A node may die on an engine thread without the GIL, or after the interpreter is gone (then leak).
+    if (!python_alive()) return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    Py_DECREF(fn);
+    Py_DECREF(index);
+    PyGILState_Release(st);
+  }
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list &grads) override {
+    if (!python_alive()) return grads;
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyObject *grad = nr < grads.size() && grads[nr].defined() ? THPVariable_Wrap(grads[nr]) : (Py_INCREF(Py_None), Py_None);
+    if (grad != nullptr) {
+      PyObject *args[2] = {index, grad};
+      PyObject *res = PyObject_Vectorcall(fn, args, 2, nullptr);
+      Py_DECREF(grad);
+      Py_XDECREF(res);
+    }
+    // `fn` reports its own errors (HookGuard); what is left (no memory to wrap the tensor) must not reach the
+    // engine, which would abort the user's backward
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(fn);
+    PyGILState_Release(st);
+    return grads;  // the gradients go on unchanged
+  }
+};
+
+PyObject *hook_node(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 3 || !THPVariable_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "hook_node(tensor, fn, i): a tensor, a callable and an index");
+    return nullptr;
+  }
+  const at::Tensor &t = THPVariable_Unpack(args[0]);
+  auto node = t.grad_fn();  // (a shared or intrusive pointer, by torch version)
+  if (!node) Py_RETURN_FALSE;
+  try {
+    node->add_pre_hook(std::make_unique<GradHook>(args[1], args[2], static_cast<size_t>(t.output_nr())));
+  } catch (const std::exception &exc) {
+    PyErr_SetString(PyExc_RuntimeError, exc.what());
+    return nullptr;
+  }
+  Py_RETURN_TRUE;
+}
+
+PyMethodDef methods[] = {
+    {"hook_node", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_node)), METH_FASTCALL,
+     "hook_node(tensor, fn, i) -> bool: call fn(i, gradient) when the gradient of `tensor` reaches the autograd "
+     "node that made it; False (nothing done) when the tensor has no node."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgrad", "C++ gradient hooks on autograd nodes.", -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__cgrad() { return PyModule_Create(&module); }

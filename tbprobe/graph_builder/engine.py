@@ -25,10 +25,10 @@ from tbprobe.graph_builder.rows import (
     assign_orders,
     edge_rows,
     ext_rows,
-    node_row,
     node_texts,
     own_rows,
     own_texts,
+    row_maker,
 )
 from tbprobe.graph_builder.sql_null import register_null_adapter
 
@@ -223,6 +223,8 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
         return
     if bench is not None:
         from tbprobe.graph_builder.compare import compare_entries
+    d_row = row_maker(debug)
+    b_row = row_maker(bench) if bench is not None else None
     for node in d_nodes:
         b = node.match
         if b is not None and _compared(node, bench, debug):  # (a build has no matches: no call per node)
@@ -234,8 +236,8 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
             node.inputs_ok = res.inputs_ok
             if opts.overflow_check and entry:
                 node.overflow = overflow_level(node.name, entry)
-            yield node_row(debug, node, res.input_text, res.output_text)
-            yield node_row(bench, b, *(res.bench_texts or node_texts(b, be, with_md5)))
+            yield d_row(node, res.input_text, res.output_text)
+            yield b_row(b, *(res.bench_texts or node_texts(b, be, with_md5)))  # type: ignore[misc]
             continue
         if node.node_type == NODE_API_COLLECTION and b is not None and bench is not None:
             # as the reference: the collection takes the worst of its forward calls (its backward calls are
@@ -246,11 +248,11 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
             entry = node.entry  # decoded once for both
             if entry:
                 node.overflow = overflow_level(node.name, entry)
-            yield node_row(debug, node, *node_texts(node, entry, with_md5))
+            yield d_row(node, *node_texts(node, entry, with_md5))
             continue
-        yield node_row(debug, node, *own_texts(node, with_md5))
+        yield d_row(node, *own_texts(node, with_md5))
     for b in b_nodes:
-        yield node_row(bench, b, *own_texts(b, with_md5))  # type: ignore[arg-type]
+        yield b_row(b, *own_texts(b, with_md5))  # type: ignore[misc]
 
 
 def _compared(node: Node, bench: Optional[Graph], debug: Graph) -> bool:

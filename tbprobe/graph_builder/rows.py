@@ -1,16 +1,16 @@
 """A built (and compared) `Graph` -> rows for tb_nodes, tb_stack, tbprobe_node_ext and tbprobe_edges.
 
 `assign_orders` numbers the nodes in post order and the distinct stacks in order of first use (as the
-reference does); `node_row` then makes one tb_nodes row from a node and the JSON text of its data."""
+reference does); `row_maker(graph)` then makes one tb_nodes row from a node and the JSON text of its data."""
 import json
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from tbprobe.graph_builder._rowtext import raw_texts
 from tbprobe.graph_builder.fast_path import entry_texts
 from tbprobe.graph_builder.items import data_text, flatten_entry, item_text
 from tbprobe.graph_builder.model import Graph, Node
 
-__all__ = ["assign_orders", "node_row", "node_texts", "own_texts", "own_rows", "ext_rows", "edge_rows",
+__all__ = ["assign_orders", "row_maker", "node_texts", "own_texts", "own_rows", "ext_rows", "edge_rows",
            "graph_rows", "COL_MATCHED_DISTRIBUTED", "COL_PRECISION"]
 
 COL_PRECISION = 7
@@ -65,57 +65,51 @@ def own_texts(node: Node, with_md5: bool) -> Tuple[str, str]:
     return node_texts(node, node.entry if node.has_entry else None, with_md5)
 
 
-def node_row(graph: Graph, node: Node, input_text: str, output_text: str) -> list:
-    """One tb_nodes row (NODE_COLUMNS order) as a list, so matched_distributed can be patched later."""
-    name = node.name
-    parent = node.parent
-    match = node.match
-    return [
-        f"{graph.side}_{graph.step}_{graph.rank}_{name}", graph.graph_id, node.order, name, node.node_type,
-        parent.name if parent is not None else "",
-        _names_json([c.name for c in node.children]) if node.children else "",
-        node.precision, node.overflow, node.micro_step,
-        _names_json(match.path()) if match is not None else "[]",
-        node.stack_id, "", _dumps(node.distributed) if node.distributed else "{}", 0,
-        input_text, output_text, graph.side, graph.dump_data_dir, graph.step, graph.rank,
-        1 if name.startswith("Distributed.") else 0,
-    ]
-
-
-def own_rows(graph: Graph, nodes: List[Node], with_md5: bool) -> Iterator[list]:
-    """node_row(graph, node, *own_texts(node, with_md5)) for each of `nodes`, in one loop: a build writes
-    every row this way, and the calls and attribute reads per node were a tenth of its row work."""
+def row_maker(graph: Graph) -> Callable[[Node, str, str], list]:
+    """`row(node, input_text, output_text)`: one tb_nodes row (NODE_COLUMNS order) of a node of `graph`, as a list
+    (so matched_distributed can be patched later). The graph's own columns are read once per graph, not per row."""
     side, step, rank = graph.side, graph.step, graph.rank
     prefix = f"{side}_{step}_{rank}_"
     graph_id = graph.graph_id
     data_dir = graph.dump_data_dir
+
+    def row(node: Node, input_text: str, output_text: str) -> list:
+        name = node.name
+        parent = node.parent
+        children = node.children
+        match = node.match
+        return [
+            prefix + name, graph_id, node.order, name, node.node_type, parent.name if parent is not None else "",
+            _names_json([c.name for c in children]) if children else "",
+            node.precision, node.overflow, node.micro_step,
+            _names_json(match.path()) if match is not None else "[]",
+            node.stack_id, "", _dumps(node.distributed) if node.distributed else "{}", 0,
+            input_text, output_text, side, data_dir, step, rank,
+            1 if name.startswith("Distributed.") else 0,
+        ]
+
+    return row
+
+
+def own_rows(graph: Graph, nodes: List[Node], with_md5: bool) -> Iterator[list]:
+    """The row of each of `nodes` with the texts of its own entry (own_texts), in one loop: a plain build writes
+    every row this way, and a graph's stored texts are looked up once, not per node."""
+    row = row_maker(graph)
     src: object = None
     texts_of: Optional[Dict[str, str]] = None
     for node in nodes:
-        name = node.name
         texts = None
         if node._entry is None and node.src is not None:
             if node.src is not src:  # one source per graph: its stored texts looked up once
                 src = node.src
                 stored = getattr(src, "stored_texts", None)
                 texts_of = stored() if stored is not None else None
-            text = texts_of.get(name) if texts_of is not None else node.stored_text()
+            text = texts_of.get(node.name) if texts_of is not None else node.stored_text()
             if text is not None:
-                texts = raw_texts(name, text, with_md5, True)
+                texts = raw_texts(node.name, text, with_md5, True)
         if texts is None:
             texts = node_texts(node, node.entry if node.has_entry else None, with_md5)
-        parent = node.parent
-        children = node.children
-        match = node.match
-        yield [
-            prefix + name, graph_id, node.order, name, node.node_type, parent.name if parent is not None else "",
-            _names_json([c.name for c in children]) if children else "",
-            node.precision, node.overflow, node.micro_step,
-            _names_json(match.path()) if match is not None else "[]",
-            node.stack_id, "", _dumps(node.distributed) if node.distributed else "{}", 0,
-            texts[0], texts[1], side, data_dir, step, rank,
-            1 if name.startswith("Distributed.") else 0,
-        ]
+        yield row(node, texts[0], texts[1])
 
 
 def ext_rows(graph: Graph) -> List[tuple]:
@@ -134,11 +128,12 @@ def graph_rows(graph: Graph, with_md5: bool = False) -> Tuple[List[list], List[T
                                                               List[tuple]]:
     """Everything of one graph at once (for callers that want lists: the collector's live build graph)."""
     nodes, stacks = assign_orders(graph)
+    row = row_maker(graph)
     rows = []
     for node in nodes:
         if node.input_data is not None or node.output_data is not None:
             texts = (node.input_data or "{}", node.output_data or "{}")
         else:
             texts = node_texts(node, node.entry if node.has_entry else None, with_md5)
-        rows.append(node_row(graph, node, *texts))
+        rows.append(row(node, *texts))
     return rows, stacks, ext_rows(graph), edge_rows(graph)

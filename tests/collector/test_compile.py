@@ -1,0 +1,74 @@
+"""The collector beside torch.compile: compiled code between collected steps, and a compiled model collected."""
+import pytest
+import torch
+import torch._dynamo as dynamo
+from conftest import load_rank, make_debugger, rank_dirs
+from run_model import build, collected_step
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    dynamo.reset()
+    dynamo.utils.counters.clear()
+    yield
+    dynamo.reset()
+
+
+def _names(dump_path, step):
+    return sorted(load_rank(rank_dirs(dump_path, step)[0])["dump"]["data"])
+
+
+def test_compiled_code_between_collected_steps(tmp_path):
+    """At mix the operator capture's wrappers stay on torch.Tensor between collected steps: compiled code run there
+    traces through them once, records nothing, and is not recompiled when they go."""
+    @torch.compile(backend="eager")
+    def helper(a, b):
+        return (a + b) * 2 - a.sum()
+
+    dbg = make_debugger(tmp_path, level="mix", steps=3)
+    model, data, loss_fn = build("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8)
+    for step in range(5):                      # steps 0-2 collected, 3-4 not
+        collected_step(dbg, model, opt, loss_fn, *data[step % len(data)])
+        assert torch.equal(helper(x, x * 3), (x + x * 3) * 2 - x.sum())
+        dbg.step()
+    dbg.close()
+    names = [_names(str(tmp_path / "dump"), s) for s in range(3)]
+    assert names[0] == names[1] == names[2]
+    assert "Functional.linear.0.forward" in names[0]
+    assert not any(n.startswith(("Tensor.__add__", "Tensor.sum", "Tensor.__mul__")) for n in names[0])
+    assert dynamo.utils.counters["frames"]["total"] == 1
+    assert not dynamo.utils.counters["graph_break"]
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_compiled_model_records_what_the_eager_model_records(tmp_path, level):
+    """Dynamo runs tbprobe's hooks eagerly (graph breaks at them): the records and the training are the eager
+    run's."""
+    runs = []
+    for compiled in (False, True):
+        out = tmp_path / ("compiled" if compiled else "eager")
+        out.mkdir()
+        dbg = make_debugger(out, level=level, steps=2)
+        model, data, loss_fn = build("mlp")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        run = torch.compile(model, backend="eager") if compiled else model
+        losses = []
+        for step in range(2):
+            dbg.start(model=model)
+            loss = loss_fn(run(data[step][0]), data[step][1])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            dbg.stop()
+            dbg.step()
+            losses.append(loss.detach())
+        dbg.close()
+        dump = load_rank(rank_dirs(str(out / "dump"), 1)[0])
+        runs.append((losses, sorted(dump["dump"]["data"]), dump["construct"], model.state_dict()))
+    (l_e, n_e, c_e, w_e), (l_c, n_c, c_c, w_c) = runs
+    assert all(torch.equal(a, b) for a, b in zip(l_e, l_c))
+    assert all(torch.equal(w_e[k], w_c[k]) for k in w_e)
+    assert n_e == n_c and len(n_e) > 5
+    assert c_e == c_c

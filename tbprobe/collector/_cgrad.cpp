@@ -47,7 +47,11 @@ struct GradHook : torch::autograd::FunctionPreHook {
   torch::autograd::variable_list operator()(const torch::autograd::variable_list &grads) override {
     if (!python_alive()) return grads;
     PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *grad = nr < grads.size() && grads[nr].defined() ? THPVariable_Wrap(grads[nr]) : (Py_INCREF(Py_None), Py_None);
+    PyObject *grad = Py_None;
+    if (nr < grads.size() && grads[nr].defined())
+      grad = THPVariable_Wrap(grads[nr]);
+    else
+      Py_INCREF(grad);
     if (grad != nullptr) {
       PyObject *args[2] = {index, grad};
       PyObject *res = PyObject_Vectorcall(fn, args, 2, nullptr);

@@ -62,20 +62,25 @@ def test_step_filter_switches_off_for_good_and_restores_torch(tmp_path):
 
 
 def test_scope_list_and_data_mode(tmp_path):
+    # two steps each: the scope is a range in each step's call order, the list a test of the name alone (whose
+    # answer the collector keeps across steps); both must select the same records in every step
     (tmp_path / "a").mkdir()
-    dbg = make_debugger(tmp_path / "a", level="mix", scope=["Module.fc1.Linear.forward.0", "Module.act.ReLU.forward.0"])
-    train(dbg, "mlp", 1)
+    dbg = make_debugger(tmp_path / "a", level="mix", steps=2,
+                        scope=["Module.fc1.Linear.forward.0", "Module.act.ReLU.forward.0"])
+    train(dbg, "mlp", 2)
     dbg.close()
     data = dump_of(tmp_path / "a")["dump"]["data"]
     assert "Module.fc1.Linear.forward.0" in data and "Module.act.ReLU.forward.0" in data
     assert "Functional.linear.0.forward" in data and "Module.fc2.Linear.forward.0" not in data
     assert "Module.fc1.Linear.backward.0" in data and "Module.fc2.Linear.backward.0" not in data
+    assert list(dump_of(tmp_path / "a", step=1)["dump"]["data"]) == list(data)
 
     (tmp_path / "b").mkdir()
-    dbg = make_debugger(tmp_path / "b", level="L1", list=["relu"], data_mode=["forward"])
-    train(dbg, "mlp", 1)
+    dbg = make_debugger(tmp_path / "b", level="L1", steps=2, list=["relu"], data_mode=["forward"])
+    train(dbg, "mlp", 2)
     dbg.close()
-    assert list(dump_of(tmp_path / "b")["dump"]["data"]) == ["Functional.relu.0.forward"]
+    for step in (0, 1):
+        assert list(dump_of(tmp_path / "b", step)["dump"]["data"]) == ["Functional.relu.0.forward"]
 
 
 def test_risk_levels(tmp_path):

@@ -1,6 +1,6 @@
 """Where tbprobe's small-L0 time goes: the L0 collector with one part of its work taken out at a time.
 
-    .venv/bin/python bench/collector_breakdown.py [--rounds 60 | --quick] [--level L0] [--dump-root DIR]
+    .venv/bin/python bench/collector_breakdown.py [--rounds 60 | --quick] [--level L0] [--fine] [--dump-root DIR]
 
 The small GPT of bench/collector_overhead.py, one process, one model per set-up (all identical), measured in
 rounds: each set-up's step is timed twice in a row and the second is kept, so that each kept step follows a step
@@ -9,11 +9,17 @@ no tool (median over the rounds) and what taking the part out saved against the 
 taken out by replacing tbprobe internals on one debugger's objects, so this is a measuring tool, not a supported
 configuration: its dumps are incomplete.
 
-  full          the collector as it ships
-  no writer     steps are recorded but not written (no JSON, no files, no events, no live graph)
-  no backward   no input views, no autograd-node or parameter-gradient hooks: forward records only
-  no stacks     no stack keys (as extra_info false; construct stays)
-  no items      records without tensor items (no statistics)
+  full              the collector as it ships
+  no writer         steps are recorded but not written (no JSON, no files, no events, no live graph)
+  no backward       no input views, no autograd-node or parameter-gradient hooks: forward records only
+  no stacks         no stack keys (as extra_info false; construct stays)
+  no items          records without tensor items (no statistics)
+With --fine, the backward and the items split further, and the bookkeeping between them:
+  no views          no plain views of the inputs (their gradient hooks sit on the inputs themselves)
+  no param grads    no parameter-gradient hooks
+  no param items    forward records without their parameters' items
+  no dataflow       no producers and consumers noted (dataflow.json)
+  no counters       one call counter for all (names repeat) and no scope bookkeeping
 """
 import argparse
 import os
@@ -27,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from collector_overhead import ROOT, SMALL, gpt_training, write_config  # noqa: E402
 
 SETUPS = ("none", "full", "no writer", "no backward", "no stacks", "no items")
+FINE = ("none", "full", "no views", "no param grads", "no param items", "no dataflow", "no counters")
 
 
 def _debugger(tmp: str, name: str, level: str):
@@ -43,16 +50,35 @@ def _take_out(name: str, dbg, model) -> None:
     elif name == "no backward":
         s.prepare_backward = lambda *a, **k: None
         s.finish_backward = lambda *a, **k: None
-        # the parameter-gradient hooks: every handle but those in the modules' own hook dicts
-        module_dicts = _module_hook_dicts(model)
-        for h in dbg._modules.handles:
-            if id(h.hooks_dict_ref()) not in module_dicts:
-                h.remove()
+        _remove_param_grad_hooks(dbg, model)
+    elif name == "no param grads":
+        _remove_param_grad_hooks(dbg, model)
+    elif name == "no dataflow":
+        s.note_consumer = lambda *a: None
+        s.note_producer = lambda *a, **k: None
+    elif name == "no counters":
+        class OneCounter:
+            def next(self, key):
+                return 0
+
+            def reset(self):
+                pass
+
+        s.counters = OneCounter()
+        s.filter.note_start = lambda name: None
     elif name == "no stacks":
         s.want_stack = False
     elif name == "no items":
         s.items.list_items = lambda values, prefix: [None] * len(values)
         s.items.item_at = lambda v, prefix, slot: None
+
+
+def _remove_param_grad_hooks(dbg, model) -> None:
+    """The parameter-gradient hooks: every handle but those in the modules' own hook dicts."""
+    module_dicts = _module_hook_dicts(model)
+    for h in dbg._modules.handles:
+        if id(h.hooks_dict_ref()) not in module_dicts:
+            h.remove()
 
 
 def _module_hook_dicts(model) -> set:
@@ -69,24 +95,28 @@ def main() -> None:
     p.add_argument("--level", default="L0", choices=("L0", "mix"))
     p.add_argument("--quick", action="store_true", help="20 rounds")
     p.add_argument("--dump-root", metavar="DIR", help="where the dumps go (default: the system's temporary folder)")
+    p.add_argument("--fine", action="store_true", help="the finer set-ups (see above) in place of the main ones")
     args = p.parse_args()
     if args.quick:
         args.rounds = 20
     sys.path.insert(0, ROOT)
     import tbprobe.collector.pytorch.module_hooks as module_hooks
 
-    alias = module_hooks._alias_inputs
-    runs = {name: gpt_training(SMALL) for name in SETUPS}
+    setups = FINE if args.fine else SETUPS
+    alias, own_parameters = module_hooks._alias_inputs, module_hooks._own_parameters
+    runs = {name: gpt_training(SMALL) for name in setups}
     tmp = tempfile.mkdtemp(prefix="bench_breakdown_", dir=args.dump_root)
     try:
-        dbgs = {name: _debugger(tmp, name, args.level) for name in SETUPS if name != "none"}
-        times = {name: [] for name in SETUPS}
+        dbgs = {name: _debugger(tmp, name, args.level) for name in setups if name != "none"}
+        times = {name: [] for name in setups}
         for rnd in range(args.rounds + 3):
-            for name in SETUPS:
+            for name in setups:
                 model, train_step = runs[name]
                 dbg = dbgs.get(name)
-                # the input views are made by a module-level function: taken out only around that set-up's steps
-                module_hooks._alias_inputs = (lambda a, k: None) if name == "no backward" else alias
+                # the input views and a module's parameter list come from module-level functions: taken out only
+                # around that set-up's steps
+                module_hooks._alias_inputs = (lambda a, k: None) if name in ("no backward", "no views") else alias
+                module_hooks._own_parameters = (lambda m: ()) if name == "no param items" else own_parameters
                 kept = 0.0
                 for _ in range(2):
                     t0 = time.process_time()
@@ -101,7 +131,7 @@ def main() -> None:
                     _take_out(name, dbg, model)
                 if rnd >= 3:
                     times[name].append(kept)
-        module_hooks._alias_inputs = alias
+        module_hooks._alias_inputs, module_hooks._own_parameters = alias, own_parameters
         for dbg in dbgs.values():
             dbg.close()
     finally:
@@ -109,11 +139,11 @@ def main() -> None:
     base = times["none"]
     full = statistics.median(t / b for t, b in zip(times["full"], base))
     print(f"small GPT, {args.level}, {args.rounds} rounds")
-    print(f"{'set-up':<12} {'step ms':>8} {'ratio':>7} {'saved (of the added time)':>26}")
-    for name in SETUPS:
+    print(f"{'set-up':<14} {'step ms':>8} {'ratio':>7} {'saved (of the added time)':>26}")
+    for name in setups:
         r = statistics.median(t / b for t, b in zip(times[name], base))
         saved = "" if name in ("none", "full") else f"{(full - r) / (full - 1):>25.0%}"
-        print(f"{name:<12} {statistics.median(times[name]) * 1e3:>8.2f} {r:>6.2f}x {saved}")
+        print(f"{name:<14} {statistics.median(times[name]) * 1e3:>8.2f} {r:>6.2f}x {saved}")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,18 @@ def test_scope_list_and_data_mode(tmp_path):
         assert list(dump_of(tmp_path / "b", step)["dump"]["data"]) == ["Functional.relu.0.forward"]
 
 
+@pytest.mark.parametrize("mode, grads", [("forward", False), ("backward", True)])
+def test_data_mode_counts_parameter_gradients_as_backward(tmp_path, mode, grads):
+    # as msprobe 26.2.0 does: data_mode ["backward"] keeps Module.fc1.Linear.parameters_grad.0, ["forward"] not
+    dbg = make_debugger(tmp_path, level="L0", data_mode=[mode])
+    train(dbg, "mlp", 1)
+    dbg.close()
+    names = list(dump_of(tmp_path)["dump"]["data"])
+    assert any(n.endswith(f".{mode}.0") for n in names)
+    assert ("Module.fc1.Linear.parameters_grad.0" in names) is grads
+    assert ("Module.fc2.Linear.parameters_grad.0" in names) is grads
+
+
 def test_risk_levels(tmp_path):
     def names(risk):
         d = tmp_path / risk

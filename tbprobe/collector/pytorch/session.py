@@ -217,7 +217,8 @@ class Session:
         """Whether `name` gets a dump.json entry (it may still be a construct node, as FOCUS skips)."""
         keep = self._data_names.get(name)
         if keep is None:
-            direction = "backward" if ".backward" in name or name.endswith("parameters_grad") else "forward"
+            # a parameter gradient is backward data, as the reference's data_mode filters it
+            direction = "backward" if ".backward" in name or ".parameters_grad" in name else "forward"
             keep = self.filter.keep(name, direction)
             self._data_names[name] = keep
         return keep

@@ -65,12 +65,12 @@ def build(model_name: str):
     return model, data, loss_fn
 
 
-def collected_step(debugger, model, opt, loss_fn, x, y):
+def collected_step(debugger, model, opt, loss_fn, x, y, forward=None):
     """One SGD step between debugger.start and debugger.stop (no debugger: the plain step); step() is the
-    caller's. Returns the loss."""
+    caller's. `forward` runs the model (default: the model itself; e.g. torch.compile(model)). Returns the loss."""
     if debugger is not None:
         debugger.start(model=model)
-    loss = loss_fn(model(x), y)
+    loss = loss_fn((model if forward is None else forward)(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()

@@ -56,14 +56,8 @@ def test_a_compiled_model_records_what_the_eager_model_records(tmp_path, level):
         run = torch.compile(model, backend="eager") if compiled else model
         losses = []
         for step in range(2):
-            dbg.start(model=model)
-            loss = loss_fn(run(data[step][0]), data[step][1])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            dbg.stop()
+            losses.append(collected_step(dbg, model, opt, loss_fn, *data[step], forward=run).detach())
             dbg.step()
-            losses.append(loss.detach())
         dbg.close()
         dump = load_rank(rank_dirs(str(out / "dump"), 1)[0])
         runs.append((losses, sorted(dump["dump"]["data"]), dump["construct"], model.state_dict()))

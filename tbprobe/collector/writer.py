@@ -5,8 +5,9 @@ Layout (the reference's): dump_path/step{N}/rank{R}|proc{pid}/{dump,construct,st
 dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors. dump.json is written last, to a
 temporary name and renamed: a rank folder counts as a step only once its dump.json is there (tbprobe's and the
 reference's readers both look for it), so a killed process never leaves a half step that looks whole. The side
-files before it are written in place (a temporary name and a rename would be two more file-system calls each), and
-a step's folders and files are all made in one call that gives up the GIL once (_cwrite.c says why). A full disk
+files before it are written in place (a temporary name and a rename would be two more file-system calls each), or
+made hard links to the last step's when their text is the same (a new file costs far more than a link), and a
+step's folders and files are all made in one call that gives up the GIL once (_cwrite.c says why). A full disk
 (or any OS error) stops collection with one message; training goes on.
 """
 import errno
@@ -46,17 +47,32 @@ def json_bytes(obj: Any, indent: Optional[int] = 1, finite: bool = False) -> byt
     return json.dumps(obj, indent=indent, allow_nan=True, check_circular=False).encode("utf-8")
 
 
-def _write_files_py(dirs: tuple, files: list) -> None:
-    """What _cwrite.write_files does, in Python (when the extension is not built)."""
+def _identity(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _write_files_py(dirs: tuple, files: list) -> list:
+    """What _cwrite.write_files does, in Python (when the extension is not built); see its top comment."""
     for d in dirs:
         try:
             os.mkdir(d)
         except FileExistsError:
             pass
-    for path, data, tmp in files:
+    out = []
+    for path, data, tmp, *same in files:
+        if same and _link_same(same[0], path):
+            out.append(tuple(same[0][1:]))
+            continue
         try:
+            if tmp is None:
+                try:
+                    os.unlink(path)   # never write through a link into another step's file
+                except FileNotFoundError:
+                    pass
             with open(tmp or path, "wb") as f:
                 f.write(data)
+                f.flush()
+                out.append(_identity(os.fstat(f.fileno())))
             if tmp is not None:
                 os.rename(tmp, path)
         except OSError as exc:
@@ -68,6 +84,22 @@ def _write_files_py(dirs: tuple, files: list) -> None:
                 if exc.filename == tmp and exc.filename2 == path:   # the rename failed: it is about `path`
                     raise OSError(exc.errno, exc.strerror, path) from None
             raise
+    return out
+
+
+def _link_same(same: tuple, path: str) -> bool:
+    src, *want = same
+    try:
+        if _identity(os.stat(src)) != tuple(want):
+            return False
+        try:
+            os.link(src, path)
+        except FileExistsError:
+            os.unlink(path)
+            os.link(src, path)
+    except OSError:
+        return False
+    return True
 
 
 try:
@@ -105,7 +137,8 @@ class StepWriter:
         self.save_tensor = save_tensor
         self.on_step_written = on_step_written
         self.failed: Optional[str] = None      # set once a write failed: collection stops
-        self.written: List[str] = []
+        # file name -> (text, path, identity) of the last step's side file of that name: its link source
+        self._last_side: Dict[str, tuple] = {}
         self._stack_json: Dict[int, str] = {}   # interned stack id -> its lines as JSON text
         self._last_stacks: tuple = (None, b"")   # the last step's (stack groups, stack.json text)
         self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
@@ -179,28 +212,38 @@ class StepWriter:
         else:
             stack_text, construct = b"{}", {}
         # indent=None: the C encoder (the indenting one is pure Python and dominated the writer's time)
-        files = [(os.path.join(out, "stack.json"), stack_text, None),
-                 (os.path.join(out, "construct.json"), json_bytes(construct, indent=None, finite=True), None)]
+        side = [("stack.json", stack_text), ("construct.json", json_bytes(construct, indent=None, finite=True))]
         if record.dataflow:
-            files.append((os.path.join(out, "dataflow.json"), json_bytes(record.dataflow, indent=None, finite=True),
-                          None))
+            side.append(("dataflow.json", json_bytes(record.dataflow, indent=None, finite=True)))
+        files = [self._side_file(out, fname, text) for fname, text in side]
         files.append(self._dump_file(os.path.join(out, "dump.json"), data_dir, record.entries, not record.nonfinite))
-        self._write_files(dirs, files)
-        self.written.append(out)
+        identities = self._write_files(dirs, files)
+        for (fname, text), (path, *_), ident in zip(side, files, identities):
+            self._last_side[fname] = (text, path, ident)
         if self.on_step_written is not None:
             # only for the newest finished step: when the writer is behind, older steps skip the extras
             self.on_step_written(out, record.step, health, not self._steps_pending())
 
-    def _write_files(self, dirs: tuple, files: list) -> None:
-        """The step's side files are written in place and dump.json last, renamed from a temporary name (see the
-        top of this file); all in one call that gives up the GIL once."""
+    def _side_file(self, out: str, fname: str, text: bytes) -> tuple:
+        """A side file for write_files: a link to the last step's file when the text is the same (the usual case:
+        _cwrite.c says why)."""
+        path = os.path.join(out, fname)
+        last = self._last_side.get(fname)
+        if last is not None and (last[0] is text or last[0] == text):
+            return path, text, None, (last[1],) + tuple(last[2])
+        return path, text, None
+
+    def _write_files(self, dirs: tuple, files: list) -> list:
+        """The step's side files are written in place (or linked) and dump.json last, renamed from a temporary
+        name (see the top of this file); all in one call that gives up the GIL once. Returns the files'
+        identities (write_files)."""
         try:
-            write_files(dirs, files)
+            return write_files(dirs, files)
         except FileNotFoundError:
             if not dirs:
                 raise
             os.makedirs(dirs[-1], exist_ok=True)   # dump_path itself was removed: make it again, once
-            write_files(dirs, files)
+            return write_files(dirs, files)
 
     def _stack_text(self, groups: Dict[int, List[str]]) -> bytes:
         """stack.json as {"<i>": [names, lines]}; each interned stack's lines are JSON-encoded once per process

@@ -79,8 +79,9 @@ def test_disk_full_stops_collection_training_continues(tmp_path, monkeypatch, ca
     def full_after_first_step(dirs, files):
         if done["first_step"]:   # the first step's files succeed, then the disk is "full"
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(dirs, files)
-        done["first_step"] = any(os.path.basename(path) == "dump.json" for path, _, _ in files)
+        written = real(dirs, files)
+        done["first_step"] = any(os.path.basename(f[0]) == "dump.json" for f in files)
+        return written
 
     monkeypatch.setattr(writer, "write_files", full_after_first_step)
     dbg = make_debugger(tmp_path, level="L1", steps=5)

@@ -337,12 +337,14 @@ def _hook_gradient(t: torch.Tensor, i: int, on_node, on_grad) -> None:
     """Call `on_grad(i, grad)` with the gradient flowing into the autograd node that made `t` (through a C++ hook
     when _cgrad is built, else `on_node(i, t.output_nr, grads)` through Python's), or through a tensor hook when
     `t` has no node (a leaf)."""
+    if _hook_node is not None:
+        # (not `t.grad_fn` first: reading it makes a Python object for the node, every time)
+        if not _hook_node(t, on_grad, i):
+            t.register_hook(partial(on_grad, i))
+        return
     g = t.grad_fn
     if g is not None:
-        if _hook_node is None:
-            g.register_prehook(partial(on_node, i, t.output_nr))
-        elif not _hook_node(t, on_grad, i):
-            raise RuntimeError("_cgrad found no autograd node")   # (grad_fn was just seen: never expected)
+        g.register_prehook(partial(on_node, i, t.output_nr))
     else:
         t.register_hook(partial(on_grad, i))
 

@@ -61,6 +61,31 @@ def test_graph_visualize_builds_same_graph_as_from_msprobe_dump(tmp_path):
     assert set(tb_nodes) == set(ms_nodes)
 
 
+def test_graph_visualize_reads_steps_that_share_linked_files(tmp_path):
+    """Later steps' stack/construct/dataflow files are hard links to the first step's (writer.py): msprobe builds
+    every step from them."""
+    need_peers()
+    d = tmp_path / "tb"
+    d.mkdir()
+    dbg = make_debugger(d, level="L0", steps=3)
+    train(dbg, "mlp", 3)
+    dbg.close()
+    dump = str(d / "dump")
+    (r2,) = rank_dirs(dump, 2)
+    assert os.stat(os.path.join(r2, "construct.json")).st_nlink == 3
+    os.makedirs(str(tmp_path / "vis"))
+    proc = subprocess.run([PEER_MSPROBE, "graph_visualize", "-tp", dump, "-o", str(tmp_path / "vis")],
+                          capture_output=True, text=True, timeout=600)
+    (db,) = glob.glob(str(tmp_path / "vis" / "*.vis.db"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    con = sqlite3.connect(db)
+    try:
+        per_step = dict(con.execute("SELECT step, count(*) FROM tb_nodes GROUP BY step").fetchall())
+    finally:
+        con.close()
+    assert sorted(per_step) == [0, 1, 2] and len(set(per_step.values())) == 1 and per_step[0] > 5
+
+
 def test_graph_visualize_compares_tbprobe_against_msprobe(tmp_path):
     need_peers()
     ms = msprobe_dump(tmp_path, "mlp", "mix")

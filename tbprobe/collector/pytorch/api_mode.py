@@ -6,6 +6,7 @@ The mode sees torch.*, Tensor methods and operators and torch.nn.functional; onl
 Optimizer work is grouped under `optimizer` through torch's global optimizer step hooks.
 """
 import inspect
+import operator
 import threading
 import types
 from typing import Any, Dict, List, Optional
@@ -20,6 +21,7 @@ from tbprobe.collector.pytorch.session import Session, flatten_tensors
 __all__ = ["ApiCapture"]
 
 _dunder = threading.local()
+_grad_fn = operator.attrgetter("grad_fn")
 
 
 def _dunder_wrapper(dname: str, orig):
@@ -203,7 +205,8 @@ class ApiCapture:
                 s.note_consumer(name, rec_args)
                 s.add_stack(name, 3)
             grad = torch.is_grad_enabled()
-            in_nodes = [t.grad_fn for t in flatten_tensors((args, kwargs)) if t.grad_fn is not None] if grad else ()
+            # (each read of t.grad_fn makes a Python object for the node: read it once per tensor)
+            in_nodes = [g for g in map(_grad_fn, flatten_tensors((args, kwargs))) if g is not None] if grad else ()
         except Exception as exc:
             s.guard.report("operator pre-call", exc)
             s.busy -= 1

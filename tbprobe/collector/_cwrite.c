@@ -9,8 +9,9 @@
 
    A side file whose text is the last step's (stack.json, construct.json, dataflow.json in a steady loop) is a hard
    link to the last step's file. Making a new inode is the costly part of writing a small file: on this machine's
-   ext4, 0.4-1.2 ms of CPU each between training steps against about 30 us for a link (docs/benchmarks.md), and
-   metadata is slower still on the network file systems of training clusters.
+   ext4, 0.08-1.2 ms of CPU each between training steps (it varies by the hour) against 14-33 us for a link
+   (bench/writer_files.py, docs/benchmarks.md), and metadata is slower still on the network file systems of
+   training clusters.
 
    dirs:  a tuple of paths, made in order (one that exists already is fine).
    files: a list of (path, data, tmp) or (path, data, None, same), data a bytes object. When tmp is a path the data

@@ -22,6 +22,8 @@ from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import StackInterner, StepRecord
 
+_compiling = torch.compiler.is_compiling
+
 try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
     from tbprobe.collector._cgrad import hook_node as _hook_node
 except ImportError:
@@ -337,14 +339,19 @@ def _hook_gradient(t: torch.Tensor, i: int, on_node, on_grad) -> None:
     """Call `on_grad(i, grad)` with the gradient flowing into the autograd node that made `t` (through a C++ hook
     when _cgrad is built, else `on_node(i, t.output_nr, grads)` through Python's), or through a tensor hook when
     `t` has no node (a leaf)."""
-    if _hook_node is not None:
+    if _hook_node is not None and not _compiling():
         # (not `t.grad_fn` first: reading it makes a Python object for the node, every time)
         if not _hook_node(t, on_grad, i):
             t.register_hook(partial(on_grad, i))
         return
+    # (under torch.compile, dynamo stops tracing at `t.grad_fn` without a word, and runs the hook eagerly; it
+    # would warn that it cannot trace the C++ hook_node)
     g = t.grad_fn
     if g is not None:
-        g.register_prehook(partial(on_node, i, t.output_nr))
+        if _hook_node is not None:
+            _hook_node(t, on_grad, i)
+        else:
+            g.register_prehook(partial(on_node, i, t.output_nr))
     else:
         t.register_hook(partial(on_grad, i))
 

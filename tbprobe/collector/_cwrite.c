@@ -40,9 +40,14 @@ typedef struct {
     struct stat got;                /* the identity of the file written or linked */
 } Job;
 
-/* Writes all of data to a new file at `target` and keeps its identity in *st; 0 or -1 with errno set. */
-static int write_one(const char *target, const char *data, Py_ssize_t len, struct stat *st) {
-    int fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+/* Writes all of data to a new file at `target` and keeps its identity in *st; 0 or -1 with errno set. `fresh`:
+   an old file at `target` is unlinked, never written through (it may be a link to another step's file); the
+   unlink is tried only when the file is there, which it is not as a rule. */
+static int write_one(const char *target, const char *data, Py_ssize_t len, struct stat *st, int fresh) {
+    int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (fresh ? O_EXCL : O_TRUNC);
+    int fd = open(target, flags, 0666);
+    if (fd < 0 && fresh && errno == EEXIST && unlink(target) == 0)
+        fd = open(target, flags, 0666);
     if (fd < 0)
         return -1;
     while (len > 0) {
@@ -170,9 +175,7 @@ static PyObject *write_files(PyObject *mod, PyObject *args) {
         if (j->src && link_same(j))
             continue;
         const char *target = j->tmp ? j->tmp : j->path;
-        if (!j->tmp)
-            unlink(target);   /* (ENOENT as a rule) never write through a link into another step's file */
-        if (write_one(target, j->data, j->len, &j->got) != 0) {
+        if (write_one(target, j->data, j->len, &j->got, j->tmp == NULL) != 0) {
             err = errno;
             failed = j->tmp ? j->tmp_obj : j->path_obj;
             if (j->tmp)

@@ -65,15 +65,10 @@ def _write_files_py(dirs: tuple, files: list) -> list:
             continue
         try:
             if tmp is None:
-                try:
-                    os.unlink(path)   # never write through a link into another step's file
-                except FileNotFoundError:
-                    pass
-            with open(tmp or path, "wb") as f:
-                f.write(data)
-                f.flush()
-                out.append(_identity(os.fstat(f.fileno())))
-            if tmp is not None:
+                out.append(_write_fresh(path, data))
+            else:
+                with open(tmp, "wb") as f:
+                    out.append(_write_to(f, data))
                 os.rename(tmp, path)
         except OSError as exc:
             if tmp is not None:
@@ -85,6 +80,24 @@ def _write_files_py(dirs: tuple, files: list) -> list:
                     raise OSError(exc.errno, exc.strerror, path) from None
             raise
     return out
+
+
+def _write_fresh(path: str, data: bytes) -> tuple:
+    """A new file at `path`: an old one there is unlinked, never written through (it may be a link to another
+    step's file); the unlink is tried only when the file is there, which it is not as a rule."""
+    try:
+        f = open(path, "xb")
+    except FileExistsError:
+        os.unlink(path)
+        f = open(path, "xb")
+    with f:
+        return _write_to(f, data)
+
+
+def _write_to(f, data: bytes) -> tuple:
+    f.write(data)
+    f.flush()
+    return _identity(os.fstat(f.fileno()))
 
 
 def _link_same(same: tuple, path: str) -> bool:
@@ -229,7 +242,7 @@ class StepWriter:
         _cwrite.c says why)."""
         path = os.path.join(out, fname)
         last = self._last_side.get(fname)
-        if last is not None and (last[0] is text or last[0] == text):
+        if last is not None and last[0] == text:   # (bytes equality tests identity first)
             return path, text, None, (last[1],) + tuple(last[2])
         return path, text, None
 

@@ -21,11 +21,11 @@ def msprobe_dump(tmp_path, model, level, mode="statistics"):
     return out
 
 
-def tbprobe_dump(tmp_path, model, level, mode="statistics"):
+def tbprobe_dump(tmp_path, model, level, mode="statistics", steps=1):
     d = tmp_path / f"tb_{model}_{level}_{mode}"
     d.mkdir()
-    dbg = make_debugger(d, level=level, summary_mode=mode)
-    train(dbg, model, 1)
+    dbg = make_debugger(d, level=level, summary_mode=mode, steps=steps)
+    train(dbg, model, steps)
     dbg.close()
     return str(d / "dump")
 
@@ -65,20 +65,10 @@ def test_graph_visualize_reads_steps_that_share_linked_files(tmp_path):
     """Later steps' stack/construct/dataflow files are hard links to the first step's (writer.py): msprobe builds
     every step from them."""
     need_peers()
-    d = tmp_path / "tb"
-    d.mkdir()
-    dbg = make_debugger(d, level="L0", steps=3)
-    train(dbg, "mlp", 3)
-    dbg.close()
-    dump = str(d / "dump")
+    dump = tbprobe_dump(tmp_path, "mlp", "L0", steps=3)
     (r2,) = rank_dirs(dump, 2)
     assert os.stat(os.path.join(r2, "construct.json")).st_nlink == 3
-    os.makedirs(str(tmp_path / "vis"))
-    proc = subprocess.run([PEER_MSPROBE, "graph_visualize", "-tp", dump, "-o", str(tmp_path / "vis")],
-                          capture_output=True, text=True, timeout=600)
-    (db,) = glob.glob(str(tmp_path / "vis" / "*.vis.db"))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    con = sqlite3.connect(db)
+    con = sqlite3.connect(visualize(str(tmp_path / "vis"), dump))
     try:
         per_step = dict(con.execute("SELECT step, count(*) FROM tb_nodes GROUP BY step").fetchall())
     finally:

@@ -128,7 +128,7 @@ def test_steps_share_unchanged_side_files_and_never_a_changed_one(tmp_path):
     twice has its own, with its own text, and the next step links to nothing older than the last step (whose text
     differs); dump.json is always a file of its own."""
     import torch
-    from conftest import make_debugger
+    from conftest import make_debugger, rank_dirs
     from run_model import build, collected_step
 
     dbg = make_debugger(tmp_path, level="L0", steps=5)
@@ -140,14 +140,14 @@ def test_steps_share_unchanged_side_files_and_never_a_changed_one(tmp_path):
         dbg.step()
     dbg.close()
 
-    def rank(step):
-        (d,) = os.listdir(tmp_path / "dump" / f"step{step}")
-        return tmp_path / "dump" / f"step{step}" / d
-
+    ranks = []
+    for step in range(5):
+        (d,) = rank_dirs(str(tmp_path / "dump"), step)
+        ranks.append(d)
     for name in ("stack.json", "construct.json", "dataflow.json"):
-        inode = [os.stat(rank(s) / name).st_ino for s in range(5)]
+        inode = [os.stat(os.path.join(d, name)).st_ino for d in ranks]
         assert inode[0] == inode[1] and inode[3] == inode[4] and len({inode[0], inode[2], inode[3]}) == 3, name
-        text = [(rank(s) / name).read_bytes() for s in range(5)]
+        text = [open(os.path.join(d, name), "rb").read() for d in ranks]
         assert text[0] == text[1] == text[3] == text[4] != text[2], name
-    assert len({os.stat(rank(s) / "dump.json").st_ino for s in range(5)}) == 5
-    assert "Module.blocks.0.Block.forward.1" in (rank(2) / "construct.json").read_text()
+    assert len({os.stat(os.path.join(d, "dump.json")).st_ino for d in ranks}) == 5
+    assert "Module.blocks.0.Block.forward.1" in open(os.path.join(ranks[2], "construct.json")).read()

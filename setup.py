@@ -7,7 +7,7 @@ from setuptools import Extension, find_packages, setup
 EXTENSIONS = [
     Extension("tbprobe.collector._cstats", ["tbprobe/collector/_cstats.c"], extra_compile_args=["-O3"],
               depends=["tbprobe/collector/_cstats_items.h", "tbprobe/collector/_cstats_untrack.h",
-                       "tbprobe/collector/_cstats_stack.h"]),
+                       "tbprobe/collector/_cstats_stack.h", "tbprobe/collector/_cstats_api.h"]),
     Extension("tbprobe.collector._cwrite", ["tbprobe/collector/_cwrite.c"], extra_compile_args=["-O2"]),
     Extension("tbprobe.graph_builder._rowtext", ["tbprobe/graph_builder/_rowtext.c"], extra_compile_args=["-O3"],
               depends=[f"tbprobe/graph_builder/_rowtext_{part}.h"
@@ -30,6 +30,7 @@ def _torch_extension():
     # optional: a compiler that cannot build it costs speed, not the install (tests/collector/test_cgrad.py
     # fails where `make` did not build it)
     return CppExtension("tbprobe.collector._cgrad", ["tbprobe/collector/_cgrad.cpp"],
+                        depends=["tbprobe/collector/_cstats_api.h"],
                         extra_compile_args=["-O2", "-g0", "-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"],
                         runtime_library_dirs=library_paths(), optional=True)
 

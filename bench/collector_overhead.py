@@ -11,6 +11,7 @@ step of its own kind, as in a run with or without the tool. A step's time is the
 the median over the rounds of tool step / no-tool step: this machine's speed drifts by up to 2x over seconds, and
 two steps a few milliseconds apart see it at one speed, where two blocks of steps do not. Prints those ratios,
 tbprobe's added time as a fraction of msprobe's, and how much slower a no-tool step runs right after a tool step.
+The dumps are all deleted at the end of the run, not after each worker (main says why).
 """
 import argparse
 import gc
@@ -79,11 +80,9 @@ def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: in
     # two identical models: `plain` is never shown to the tool, `model` is the tool's (see _measure's rounds)
     _, plain_step = gpt_training(shape)
     model, train_step = gpt_training(shape)
+    # (not deleted here: the whole run's dumps go at its end, see main)
     tmp = tempfile.mkdtemp(prefix=f"bench_{tool}_", dir=os.environ.get("BENCH_DUMP_ROOT") or None)
-    try:
-        return _measure(tool, level, mode, warmup, steps, started, model, train_step, plain_step, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return _measure(tool, level, mode, warmup, steps, started, model, train_step, plain_step, tmp)
 
 
 def _measure(tool, level, mode, warmup, steps, started, model, train_step, plain_step, tmp) -> dict:
@@ -187,10 +186,19 @@ def main() -> None:
         out = worker(tool, level, mode, SMALL if shape == "small" else LARGE, int(warmup), int(steps), started == "1")
         print(json.dumps(out))
         return
-    ours = sys.executable
-    if args.dump_root:
-        os.environ["BENCH_DUMP_ROOT"] = os.path.abspath(args.dump_root)   # the workers inherit it
-    print(f"dumps written under {os.environ.get('BENCH_DUMP_ROOT') or tempfile.gettempdir()}")
+    # Every worker's dump stays until the whole run is over. On ext4, a new inode costs more while many inodes
+    # were deleted in the last minutes (perf: ext4's find_inode_bit walks them in recently_deleted()): deleting
+    # one worker's dump made the next worker's step folders cost 3-30x more (60 us -> 190-1500 us a mkdir here).
+    root = tempfile.mkdtemp(prefix="bench_collector_", dir=os.path.abspath(args.dump_root) if args.dump_root else None)
+    os.environ["BENCH_DUMP_ROOT"] = root   # the workers inherit it
+    print(f"dumps written under {root}, deleted at the end")
+    try:
+        _cases(p, args, sys.executable)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _cases(p: argparse.ArgumentParser, args: argparse.Namespace, ours: str) -> None:
     have_ms = os.path.exists(args.msprobe_python)
     n_small, n_large = (8, 3) if args.quick else (20, 6)
     cases = cases_all = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),

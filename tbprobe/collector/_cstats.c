@@ -277,6 +277,7 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
     return PyFloat_FromDouble(health_of(&r));
 }
 
+#include "_cstats_api.h"
 #include "_cstats_items.h"
 #include "_cstats_untrack.h"
 #include "_cstats_stack.h"
@@ -317,6 +318,13 @@ PyMODINIT_FUNC PyInit__cstats(void) {
     Py_INCREF(&HostItemsType);
     if (PyModule_AddObject(m, "HostItems", (PyObject *)&HostItemsType) < 0) {
         Py_DECREF(&HostItemsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    static tbprobe_item_from_facts api = item_from_facts;
+    PyObject *capsule = PyCapsule_New((void *)&api, TBPROBE_ITEM_API, NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_item_api", capsule) < 0) {
+        Py_XDECREF(capsule);
         Py_DECREF(m);
         return NULL;
     }

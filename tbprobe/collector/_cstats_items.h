@@ -4,9 +4,10 @@
    Python that is a dozen attribute reads and calls on the tensor, a dict and the statistics call, about 4 us per
    tensor, which is most of the collector's own cost on a model whose kernels are cheap. Here the same work is one
    C call of about a microsecond. It takes only the plain case: an exact torch.Tensor or Parameter, strided, on the
-   CPU, contiguous, of a dtype the pass reads, with 1 <= numel < cache_min and at least one dimension. For anything
-   else it returns None and the Python path (tbprobe/collector/pytorch/values.py) does what it always did, so the
-   items are the same dicts, key for key and in the same order.
+   CPU, contiguous, not a negated view, of a dtype the pass reads, with 1 <= numel < cache_min and at least one
+   dimension. For anything else it returns None and the Python path (tbprobe/collector/pytorch/values.py) does
+   what it always did, so the items are the same dicts, key for key and in the same order. With _cgrad built, the
+   collector reads the tensor's facts in C++ and calls item_from_facts below instead of `item`.
 
    The "md5" summary (what the reference calls md5 is a CRC-32 of the raw bytes, written %08x) is taken here too:
    zlib.crc32's result, by carry-less multiplication where the CPU has it (about 11 GB/s here against zlib's 3)
@@ -151,13 +152,13 @@ typedef struct {
 } HostItems;
 
 static PyObject *s_layout, *s_is_cpu, *s_dtype, *s_shape, *s_requires_grad, *s_is_contiguous, *s_data_ptr;
-static PyObject *s_type, *s_md5, *v_torch_tensor;   /* (the attribute names double as item keys) */
+static PyObject *s_type, *s_md5, *v_torch_tensor, *s_is_neg;   /* (the attribute names double as item keys) */
 
 static int intern_all(void) {
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_layout, "layout"}, {&s_is_cpu, "is_cpu"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},
         {&s_requires_grad, "requires_grad"}, {&s_is_contiguous, "is_contiguous"}, {&s_data_ptr, "data_ptr"},
-        {&s_type, "type"}, {&s_md5, "md5"}, {&v_torch_tensor, "torch.Tensor"},
+        {&s_type, "type"}, {&s_md5, "md5"}, {&v_torch_tensor, "torch.Tensor"}, {&s_is_neg, "is_neg"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].text);
@@ -249,6 +250,48 @@ static void note_health(HostItems *self, double h) {
     }
 }
 
+/* The item of n values of `kind` at p, with its dtype name, shape list (a new reference, taken; NULL: an error
+   already set) and requires_grad; its health is added to the step's. NULL with an exception on failure. */
+static PyObject *build_item(HostItems *self, int kind, PyObject *name, PyObject *shape_list, const void *p,
+                            Py_ssize_t numel, PyObject *rg) {
+    if (shape_list == NULL)
+        return NULL;
+    Result r;
+    if (run_raw(p, numel, kind, &r) < 0) {
+        Py_DECREF(shape_list);
+        return NULL;
+    }
+    PyObject *item = PyDict_New();
+    int bad = item == NULL;
+    /* the keys in the order the Python path writes them */
+    bad = bad || PyDict_SetItem(item, s_type, v_torch_tensor) < 0;
+    bad = bad || PyDict_SetItem(item, s_dtype, name) < 0;
+    bad = bad || PyDict_SetItem(item, s_shape, shape_list) < 0;
+    bad = bad || PyDict_SetItem(item, key_names[0], r.max) < 0;
+    bad = bad || PyDict_SetItem(item, key_names[1], r.min) < 0;
+    bad = bad || set_new(item, key_names[2], PyFloat_FromDouble(r.mean)) < 0;
+    bad = bad || set_new(item, key_names[3], PyFloat_FromDouble(r.norm)) < 0;
+    bad = bad || PyDict_SetItem(item, s_requires_grad, rg) < 0;
+    bad = bad || set_new(item, key_names[4], PyLong_FromSsize_t(r.zeros)) < 0;
+    bad = bad || set_new(item, key_names[5], PyLong_FromSsize_t(r.nans)) < 0;
+    bad = bad || set_new(item, key_names[6], PyLong_FromSsize_t(r.infs)) < 0;
+    if (!bad && self->checksum) {
+        char text[16];
+        uint32_t crc = crc32_bytes((const unsigned char *)p, (size_t)numel * (size_t)kind_size[kind]);
+        snprintf(text, sizeof text, "%08x", (unsigned)crc);
+        bad = set_new(item, s_md5, PyUnicode_FromString(text)) < 0;
+    }
+    Py_DECREF(r.max);
+    Py_DECREF(r.min);
+    Py_DECREF(shape_list);
+    if (bad) {
+        Py_XDECREF(item);
+        return NULL;
+    }
+    note_health(self, health_of(&r));
+    return item;
+}
+
 /* item(t) -> dict, or None when `t` is not the plain case (see the top of this file). */
 static PyObject *HostItems_item(HostItems *self, PyObject *t) {
     PyObject *tp = (PyObject *)Py_TYPE(t);
@@ -256,6 +299,13 @@ static PyObject *HostItems_item(HostItems *self, PyObject *t) {
         Py_RETURN_NONE;
     if (!attr_is(t, s_layout, self->strided) || !attr_is(t, s_is_cpu, Py_True))
         Py_RETURN_NONE;
+    /* a negated view (torch._neg_view) holds the values before the negation in its memory */
+    PyObject *neg = PyObject_CallMethodNoArgs(t, s_is_neg);
+    Py_XDECREF(neg);
+    if (neg != Py_False) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
     PyObject *dtype = PyObject_GetAttr(t, s_dtype);
     if (dtype == NULL) {
         PyErr_Clear();
@@ -306,43 +356,52 @@ static PyObject *HostItems_item(HostItems *self, PyObject *t) {
         Py_DECREF(shape);
         Py_RETURN_NONE;
     }
-    const void *p = (const void *)(uintptr_t)address;
-    Result r;
-    if (run_raw(p, numel, kind, &r) < 0) {
-        Py_DECREF(shape);
-        Py_DECREF(rg);
-        return NULL;
-    }
-    PyObject *item = PyDict_New();
-    int bad = item == NULL;
-    /* the keys in the order the Python path writes them */
-    bad = bad || PyDict_SetItem(item, s_type, v_torch_tensor) < 0;
-    bad = bad || PyDict_SetItem(item, s_dtype, name) < 0;
-    bad = bad || set_new(item, s_shape, PySequence_List(shape)) < 0;
-    bad = bad || PyDict_SetItem(item, key_names[0], r.max) < 0;
-    bad = bad || PyDict_SetItem(item, key_names[1], r.min) < 0;
-    bad = bad || set_new(item, key_names[2], PyFloat_FromDouble(r.mean)) < 0;
-    bad = bad || set_new(item, key_names[3], PyFloat_FromDouble(r.norm)) < 0;
-    bad = bad || PyDict_SetItem(item, s_requires_grad, rg) < 0;
-    bad = bad || set_new(item, key_names[4], PyLong_FromSsize_t(r.zeros)) < 0;
-    bad = bad || set_new(item, key_names[5], PyLong_FromSsize_t(r.nans)) < 0;
-    bad = bad || set_new(item, key_names[6], PyLong_FromSsize_t(r.infs)) < 0;
-    if (!bad && self->checksum) {
-        char text[16];
-        uint32_t crc = crc32_bytes((const unsigned char *)p, (size_t)numel * (size_t)kind_size[kind]);
-        snprintf(text, sizeof text, "%08x", (unsigned)crc);
-        bad = set_new(item, s_md5, PyUnicode_FromString(text)) < 0;
-    }
-    Py_DECREF(r.max);
-    Py_DECREF(r.min);
-    Py_DECREF(rg);
+    PyObject *shape_list = PySequence_List(shape);
     Py_DECREF(shape);
-    if (bad) {
-        Py_XDECREF(item);
-        return NULL;
-    }
-    note_health(self, health_of(&r));
+    PyObject *item = build_item(self, kind, name, shape_list, (const void *)(uintptr_t)address, numel, rg);
+    Py_DECREF(rg);
     return item;
+}
+
+/* The same item from facts the caller read from the tensor itself (_cgrad.cpp reads them from the TensorImpl,
+   without the seven attribute reads above): `t` for its exact type, `dtype` its torch.dtype (borrowed), the sizes
+   of its ndim dimensions, the address of its contiguous CPU data (0 when it has none) and requires_grad. The
+   caller has checked the layout (strided), the device (CPU) and contiguity. A new item, None (not the plain case)
+   or NULL with an exception. Exported to _cgrad as the "_item_api" capsule. */
+static PyObject *item_from_facts(PyObject *obj, PyObject *t, PyObject *dtype, const int64_t *sizes, int ndim,
+                                 const void *p, int requires_grad) {
+    HostItems *self = (HostItems *)obj;
+    PyObject *tp = (PyObject *)Py_TYPE(t);
+    if ((tp != self->tensor_type && tp != self->param_type) || ndim <= 0 || p == NULL)
+        Py_RETURN_NONE;
+    PyObject *kind_obj = PyDict_GetItemWithError(self->kinds, dtype);   /* borrowed */
+    PyObject *name = kind_obj ? PyDict_GetItemWithError(self->names, dtype) : NULL;
+    if (kind_obj == NULL || name == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] <= 0)
+            Py_RETURN_NONE;
+        Py_ssize_t d = sizes[i] >= self->cache_min ? self->cache_min : (Py_ssize_t)sizes[i];
+        numel = (numel >= self->cache_min || d >= self->cache_min) ? self->cache_min : numel * d;
+    }
+    if (numel >= self->cache_min)
+        Py_RETURN_NONE;
+    PyObject *shape_list = PyList_New(ndim);
+    if (shape_list == NULL)
+        return NULL;
+    for (int i = 0; i < ndim; i++) {
+        PyObject *d = PyLong_FromLongLong((long long)sizes[i]);
+        if (d == NULL) {
+            Py_DECREF(shape_list);
+            return NULL;
+        }
+        PyList_SET_ITEM(shape_list, i, d);
+    }
+    return build_item(self, (int)PyLong_AsLong(kind_obj), name, shape_list, p, numel,
+                      requires_grad ? Py_True : Py_False);
 }
 
 static PyObject *HostItems_note(HostItems *self, PyObject *h) {

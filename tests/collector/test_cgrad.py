@@ -96,3 +96,30 @@ def test_the_hook_lets_its_callable_go_with_the_graph():
     del y
     gc.collect()
     assert ref() is None                  # ... and frees it with itself
+
+
+class _Marked(torch.Tensor):
+    pass
+
+
+def test_a_modules_input_is_an_alias_from_cpp_and_a_subclass_keeps_view_as():
+    from tbprobe.collector.pytorch import module_hooks
+    assert module_hooks._c_alias is not None, "tbprobe.collector._cgrad is not built"
+    x = torch.randn(3, 4, requires_grad=True)
+    h = x * 1.5
+    (a,), _ = module_hooks._alias_inputs((h,), {})
+    assert type(a.grad_fn).__name__ == "AliasBackward0" and a._base is h and torch.equal(a, h)
+    # the gradient passes through the alias as it is: the same bits as with no alias at all
+    (a * a).sum().backward()
+    with_alias = x.grad.clone()
+    x.grad = None
+    h = x * 1.5
+    (h * h).sum().backward()
+    assert torch.equal(with_alias, x.grad)
+    # a subclass gets view_as (its __torch_function__ sees it, and it stays its type); so does everything under
+    # torch.compile (module_hooks._fast_view says why)
+    m = (torch.randn(2, requires_grad=True) * 1).as_subclass(_Marked)
+    (mv,), kw = module_hooks._alias_inputs((m,), {"k": x * 1})
+    assert type(mv) is _Marked and type(kw["k"].grad_fn).__name__ == "AliasBackward0"
+    with pytest.raises(TypeError):
+        module_hooks._c_alias("not a tensor")

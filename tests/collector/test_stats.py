@@ -80,6 +80,12 @@ def test_empty_and_meta_are_null_and_nonfinite_counted():
     assert math.isnan(xx["Max"]) and xx["nan_count"] == 1 and xx["inf_count"] == 2 and xx["zero_count"] == 1
 
 
+def test_a_negated_view_is_summarised_by_its_values_not_its_memory():
+    neg = torch._neg_view(torch.tensor([1.0, 2.0, 4.0]))          # reads -1, -2, -4; memory holds 1, 2, 4
+    (item,), _, _ = summarise([neg])
+    assert (item["Max"], item["Min"], item["Mean"]) == (-1.0, -4.0, pytest.approx(-7 / 3))
+
+
 def test_views_noncontiguous_and_nested_values():
     base = torch.arange(12.0).reshape(3, 4)
     v = base.t()[1:]
@@ -297,6 +303,7 @@ def test_fill_leaves_what_the_host_kernel_cannot_read_to_add():
     assert not StatBuffer(checksum=True).fill({}, torch.tensor(2.0))  # md5 orders the keys as add's path does
     assert not buf.fill({}, torch.randn(4, dtype=torch.float64))     # float64 keeps its width, via add
     assert not buf.fill({}, torch.empty(3, device="meta"))
+    assert not buf.fill({}, torch._neg_view(torch.ones(3)))          # its memory holds 1s: via add
     assert not StatBuffer(host_kernel=False).fill({}, torch.randn(4))
 
 
@@ -320,15 +327,23 @@ def test_fill_reuses_a_large_tensor_seen_twice_unmodified():
     assert changed["Max"] == pytest.approx(-2 * first["Min"]) and changed["Min"] == pytest.approx(-2 * first["Max"])
 
 
-def _item_makers(summary_mode):
-    """The same ItemMaker twice: with the whole-item C path (StatBuffer.host_item) and without it."""
+def _item_makers(summary_mode, reader="cpp"):
+    """The same ItemMaker twice: with a whole-item C path and without it. `reader` "cpp" is StatBuffer.host_item
+    (the tensor's facts read in C++, tbprobe/collector/_cgrad.cpp), "c" the HostItems.item it stands in for where
+    _cgrad is not built (the facts read as Python attributes)."""
     makers = []
     for use_c in (True, False):
         buf = StatBuffer(checksum=summary_mode == "md5")
+        if reader == "c":
+            buf.host_item = buf._host_items.item
         maker = ItemMaker("statistics", summary_mode, lambda item, t: None, None, fill=buf.fill,
                           host_item=buf.host_item if use_c else None)
         makers.append((maker, buf))
     return makers
+
+
+class _Sub(torch.Tensor):
+    pass
 
 
 _CASES = [torch.randn(5, 7), torch.randn(3).half(), torch.randn(4, 4).bfloat16(), torch.arange(-5, 10),
@@ -336,12 +351,21 @@ _CASES = [torch.randn(5, 7), torch.randn(3).half(), torch.randn(4, 4).bfloat16()
           torch.zeros(0, 3), torch.nn.Parameter(torch.randn(3, 3)), torch.randn(3, requires_grad=True),
           torch.tensor([1.0, float("nan")]), torch.tensor([1.0, float("-inf")]), torch.full((8,), 3e38),
           torch.randn(3, dtype=torch.float64), torch.randn(1 << 14), torch.randn((1 << 14) - 1), torch.randn(2, 3)[:, 1],
-          torch.empty(2, device="meta"), None, 3, 2.5, "s", [torch.ones(2), {"k": torch.zeros(1, 2)}]]
+          torch.empty(2, device="meta"), None, 3, 2.5, "s", [torch.ones(2), {"k": torch.zeros(1, 2)}],
+          torch._neg_view(torch.tensor([1.0, 2.0])), torch.randn(3).as_subclass(_Sub)]
 
 
+def test_the_cpp_item_reader_is_built():
+    # (setup.py builds it with the C++ hooks; without it the reader tests below would run HostItems.item twice)
+    from tbprobe.collector.pytorch import stats
+    assert stats._item_reader is not None, "tbprobe.collector._cgrad is not built"
+    assert StatBuffer().host_item is not StatBuffer()._host_items.item
+
+
+@pytest.mark.parametrize("reader", ["cpp", "c"])
 @pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
-def test_host_items_are_the_python_paths_items_key_for_key(summary_mode):
-    (fast, fast_buf), (slow, slow_buf) = _item_makers(summary_mode)
+def test_host_items_are_the_python_paths_items_key_for_key(summary_mode, reader):
+    (fast, fast_buf), (slow, slow_buf) = _item_makers(summary_mode, reader)
     taken = 0
     for i, v in enumerate(_CASES):
         a, b = fast.value(v, f"x.{i}"), slow.value(v, f"x.{i}")

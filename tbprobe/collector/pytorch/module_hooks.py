@@ -14,6 +14,13 @@ from tbprobe.collector.pytorch.session import Session, flatten_tensors
 __all__ = ["ModuleHooks"]
 
 _NoTorchFunction = torch._C.DisableTorchFunction
+_compiling = torch.compiler.is_compiling
+_VIEW_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+try:   # at::alias from C++ (tbprobe/collector/_cgrad.cpp); x.view_as(x) otherwise
+    from tbprobe.collector._cgrad import alias as _c_alias
+except ImportError:
+    _c_alias = None
 
 
 class _Call:
@@ -177,24 +184,36 @@ class ModuleHooks:
 
 
 def _alias_inputs(args: tuple, kwargs: dict):
-    """The module gets plain views (`x.view_as(x)`) of its inputs that require grad, so a hook on the view sees
-    this module's share of the input gradient (not the total over every consumer of x). A plain view, unlike
-    the custom Function of full backward hooks, still allows in-place work inside the module; values and
-    gradients are unchanged bit for bit."""
+    """The module gets plain views (aliases) of its inputs that require grad, so a hook on the view sees this
+    module's share of the input gradient (not the total over every consumer of x). A plain view, unlike the
+    custom Function of full backward hooks, still allows in-place work inside the module; values and gradients
+    are unchanged bit for bit."""
     changed = False
     new_args = list(args)
+    alias = _view if _c_alias is None or _compiling() else _fast_view
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.requires_grad:
-            new_args[i] = a.view_as(a)
+            new_args[i] = alias(a)
             changed = True
     new_kwargs = kwargs
     for k, v in kwargs.items():
         if isinstance(v, torch.Tensor) and v.requires_grad:
             if new_kwargs is kwargs:
                 new_kwargs = dict(kwargs)
-            new_kwargs[k] = v.view_as(v)
+            new_kwargs[k] = alias(v)
             changed = True
     return (tuple(new_args), new_kwargs) if changed else None
+
+
+def _view(t: torch.Tensor) -> torch.Tensor:
+    return t.view_as(t)
+
+
+def _fast_view(t: torch.Tensor) -> torch.Tensor:
+    """at::alias from C++ for a plain tensor: no Python method call, and an AliasBackward0 node that passes the
+    gradient on as it is (ViewBackward0 reshapes it into a new tensor). A subclass keeps view_as, which its
+    __torch_function__ sees; under torch.compile dynamo traces view_as and would stop at the C++ call."""
+    return _c_alias(t) if type(t) in _VIEW_TYPES else t.view_as(t)
 
 
 def _own_parameters(mod: torch.nn.Module):

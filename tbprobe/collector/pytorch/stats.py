@@ -20,6 +20,11 @@ from tbprobe.collector._cstats import HostItems
 from tbprobe.collector._cstats import crc32_at as _crc32_at
 from tbprobe.collector._cstats import summarise_into as _summarise_into
 
+try:   # the same items with the tensor's facts read in C++ (built against the installed torch; see setup.py)
+    from tbprobe.collector._cgrad import item_reader as _item_reader
+except ImportError:
+    _item_reader = None
+
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
 
 _BATCH = 2048
@@ -107,7 +112,8 @@ class StatBuffer:
         self._host_items = (HostItems(torch.Tensor, torch.nn.Parameter, _STRIDED, self._host_kinds,
                                       {dt: str(dt) for dt in self._host_kinds}, _HOST_CACHE_MIN, checksum)
                             if self._host_kinds else None)
-        self.host_item = self._host_items.item if self._host_items is not None else None
+        self.host_item = (None if self._host_items is None else
+                          _item_reader(self._host_items) if _item_reader is not None else self._host_items.item)
         self.reset()
 
     def host_health(self) -> Tuple[int, float, bool]:
@@ -126,6 +132,8 @@ class StatBuffer:
         False otherwise, and `add` takes it. The step's health figures for these items accumulate here."""
         kind = self._host_kinds.get(t.dtype)
         if kind is None or not t.is_cpu or type(t) not in _PLAIN or t.layout is not _STRIDED:
+            return False
+        if t.is_neg():   # a negated view (torch._neg_view): its memory holds the values before the negation
             return False
         if not t.dim():
             return self._fill_scalar(item, t)

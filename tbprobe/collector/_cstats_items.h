@@ -253,7 +253,7 @@ static void note_health(HostItems *self, double h) {
 /* The item of n values of `kind` at p, with its dtype name, shape list (a new reference, taken; NULL: an error
    already set) and requires_grad; its health is added to the step's. NULL with an exception on failure. */
 static PyObject *build_item(HostItems *self, int kind, PyObject *name, PyObject *shape_list, const void *p,
-                            Py_ssize_t numel, PyObject *rg) {
+                            Py_ssize_t numel, PyObject *rg, double *health) {
     if (shape_list == NULL)
         return NULL;
     Result r;
@@ -288,7 +288,10 @@ static PyObject *build_item(HostItems *self, int kind, PyObject *name, PyObject 
         Py_XDECREF(item);
         return NULL;
     }
-    note_health(self, health_of(&r));
+    double h = health_of(&r);
+    note_health(self, h);
+    if (health != NULL)
+        *health = h;
     return item;
 }
 
@@ -358,7 +361,7 @@ static PyObject *HostItems_item(HostItems *self, PyObject *t) {
     }
     PyObject *shape_list = PySequence_List(shape);
     Py_DECREF(shape);
-    PyObject *item = build_item(self, kind, name, shape_list, (const void *)(uintptr_t)address, numel, rg);
+    PyObject *item = build_item(self, kind, name, shape_list, (const void *)(uintptr_t)address, numel, rg, NULL);
     Py_DECREF(rg);
     return item;
 }
@@ -367,9 +370,10 @@ static PyObject *HostItems_item(HostItems *self, PyObject *t) {
    without the seven attribute reads above): `t` for its exact type, `dtype` its torch.dtype (borrowed), the sizes
    of its ndim dimensions, the address of its contiguous CPU data (0 when it has none) and requires_grad. The
    caller has checked the layout (strided), the device (CPU) and contiguity. A new item, None (not the plain case)
-   or NULL with an exception. Exported to _cgrad as the "_item_api" capsule. */
+   or NULL with an exception; `health` gets the item's health figure. Exported to _cgrad in the "_item_api"
+   capsule (_cstats_api.h). */
 static PyObject *item_from_facts(PyObject *obj, PyObject *t, PyObject *dtype, const int64_t *sizes, int ndim,
-                                 const void *p, int requires_grad) {
+                                 const void *p, int requires_grad, double *health) {
     HostItems *self = (HostItems *)obj;
     PyObject *tp = (PyObject *)Py_TYPE(t);
     if ((tp != self->tensor_type && tp != self->param_type) || ndim <= 0 || p == NULL)
@@ -401,7 +405,11 @@ static PyObject *item_from_facts(PyObject *obj, PyObject *t, PyObject *dtype, co
         PyList_SET_ITEM(shape_list, i, d);
     }
     return build_item(self, (int)PyLong_AsLong(kind_obj), name, shape_list, p, numel,
-                      requires_grad ? Py_True : Py_False);
+                      requires_grad ? Py_True : Py_False, health);
+}
+
+static void note_from_api(PyObject *obj, double health) {
+    note_health((HostItems *)obj, health);
 }
 
 static PyObject *HostItems_note(HostItems *self, PyObject *h) {

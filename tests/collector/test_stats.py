@@ -358,8 +358,51 @@ _CASES = [torch.randn(5, 7), torch.randn(3).half(), torch.randn(4, 4).bfloat16()
 def test_the_cpp_item_reader_is_built():
     # (setup.py builds it with the C++ hooks; without it the reader tests below would run HostItems.item twice)
     from tbprobe.collector.pytorch import stats
-    assert stats._item_reader is not None, "tbprobe.collector._cgrad is not built"
-    assert StatBuffer().host_item is not StatBuffer()._host_items.item
+    assert stats._ItemReader is not None, "tbprobe.collector._cgrad is not built"
+    assert type(StatBuffer().host_item) is stats._ItemReader
+
+
+def test_the_reader_copies_the_item_of_a_tensor_met_again_unmodified():
+    buf = StatBuffer()
+    read = buf.host_item
+    t = torch.tensor([1.0, -3.0, 2.0])
+    first, again = read(t), read(t)
+    assert again == first and again is not first            # a copy: the records never share a dict
+    assert buf.host_health() == (0, 3.0, False)
+    t.mul_(2)                                                # a version bump: summarised anew
+    assert read(t)["Min"] == -6.0
+    # an alias is another tensor: summarised itself (same values)
+    assert read(t.view_as(t))["Min"] == -6.0
+    # a change without a version bump (what a collective's C++ does) is seen only once forgotten
+    t.numpy()[1] = -8.0
+    assert read(t)["Min"] == -6.0
+    buf.forget(t)
+    assert read(t)["Min"] == -8.0
+    # a tensor that died never lends its item to a new one, wherever the new one's memory lies
+    for _ in range(50):
+        u = torch.full((3,), 5.0)
+        assert read(u)["Max"] == 5.0
+        del u
+        w = torch.full((3,), 7.0)
+        assert read(w)["Max"] == 7.0
+        del w
+    # nothing is remembered past the step's end
+    before = read(t)
+    buf.reset()
+    t.numpy()[1] = -9.0
+    assert read(t)["Min"] == -9.0 and before["Min"] == -8.0
+    with pytest.raises(TypeError):
+        type(read)("not host items")
+
+
+def test_forget_drops_a_large_tensors_remembered_statistics_too():
+    buf = StatBuffer()
+    t = torch.ones(1 << 15)                 # past _HOST_CACHE_MIN: fill remembers it by object and version
+    first, _ = _filled(t, buf)
+    t.numpy()[0] = 50.0                     # as a gloo all_reduce writes: no version bump
+    buf.forget(t)
+    again, _ = _filled(t, buf)
+    assert first["Max"] == 1.0 and again["Max"] == 50.0
 
 
 @pytest.mark.parametrize("reader", ["cpp", "c"])

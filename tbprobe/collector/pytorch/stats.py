@@ -21,9 +21,9 @@ from tbprobe.collector._cstats import crc32_at as _crc32_at
 from tbprobe.collector._cstats import summarise_into as _summarise_into
 
 try:   # the same items with the tensor's facts read in C++ (built against the installed torch; see setup.py)
-    from tbprobe.collector._cgrad import item_reader as _item_reader
+    from tbprobe.collector._cgrad import ItemReader as _ItemReader
 except ImportError:
-    _item_reader = None
+    _ItemReader = None
 
 __all__ = ["StatBuffer", "tensor_checksum", "tensor_xor", "is_summarisable"]
 
@@ -112,8 +112,11 @@ class StatBuffer:
         self._host_items = (HostItems(torch.Tensor, torch.nn.Parameter, _STRIDED, self._host_kinds,
                                       {dt: str(dt) for dt in self._host_kinds}, _HOST_CACHE_MIN, checksum)
                             if self._host_kinds else None)
+        # (with _cgrad: an ItemReader, which also copies the item of a small tensor met again unmodified)
+        self._reader = (_ItemReader(self._host_items) if self._host_items is not None and _ItemReader is not None
+                        else None)
         self.host_item = (None if self._host_items is None else
-                          _item_reader(self._host_items) if _item_reader is not None else self._host_items.item)
+                          self._reader if self._reader is not None else self._host_items.item)
         self.reset()
 
     def host_health(self) -> Tuple[int, float, bool]:
@@ -241,6 +244,9 @@ class StatBuffer:
     def forget(self, t: torch.Tensor) -> None:
         """`t` was changed without a version bump (a collective writes through C++): summarise it anew."""
         self._cache.pop(id(t), None)
+        self._host_cache.pop(id(t), None)
+        if self._reader is not None:
+            self._reader.forget(t)
 
     def _merge(self) -> None:
         with torch.no_grad():   # a 0-dim tensor's scalars are the tensor itself, which may require grad
@@ -321,6 +327,8 @@ class StatBuffer:
         self._numel32: List[int] = []      # numel of each pending float32 row (its Sum becomes the Mean)
         self._pending64: List[torch.Tensor] = []
         self._host_cache: Dict[int, Tuple[Any, int, dict, float]] = {}  # id -> (weakref, version, item, health)
+        if self._reader is not None:
+            self._reader.clear()
         # the step's health of the host kernel's items (host_health) starts again
         if self._host_items is not None:
             self._host_items.reset()

@@ -37,6 +37,8 @@ def _worker(rank: int, dump: str, port: int) -> None:
         y = model(torch.randn(2, 4) + rank)
         t = y.detach().clone()
         dist.all_reduce(t)
+        big = torch.full((1 << 15,), float(rank + 1))   # past the size whose statistics fill() remembers
+        dist.all_reduce(big)                            # written in place with no version bump
         if rank == 0:
             dist.send(t, dst=1)
             work = dist.isend(t * 2, dst=1)
@@ -74,6 +76,8 @@ def test_two_ranks_gloo(tmp_path):
         ar = data[rank]["Distributed.all_reduce.0.forward"]
         assert ar["output"][0]["Max"] >= ar["input_args"][0]["Max"] or ar["output"][0]["Min"] <= ar["input_args"][0]["Min"]
         assert construct["Distributed.all_reduce.0.forward"] is None
+        big = data[rank]["Distributed.all_reduce.1.forward"]
+        assert big["input_args"][0]["Max"] == rank + 1 and big["output"][0]["Max"] == 3.0
     assert "Distributed.send.0.forward" in data[0] and "Distributed.isend.0.forward" in data[0]
     assert data[0]["Distributed.send.0.forward"]["input_kwargs"]["dst"] == {"type": "int", "value": 1}
     recv = data[1]["Distributed.recv.0.forward"]

@@ -152,6 +152,7 @@ class StepWriter:
         self.failed: Optional[str] = None      # set once a write failed: collection stops
         # file name -> (text, path, identity) of the last step's side file of that name: its link source
         self._last_side: Dict[str, tuple] = {}
+        self._last_obj: Dict[str, tuple] = {}    # file name -> (the last step's dict, its JSON text)
         self._stack_json: Dict[int, str] = {}   # interned stack id -> its lines as JSON text
         self._last_stacks: tuple = (None, b"")   # the last step's (stack groups, stack.json text)
         self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
@@ -225,9 +226,9 @@ class StepWriter:
         else:
             stack_text, construct = b"{}", {}
         # indent=None: the C encoder (the indenting one is pure Python and dominated the writer's time)
-        side = [("stack.json", stack_text), ("construct.json", json_bytes(construct, indent=None, finite=True))]
+        side = [("stack.json", stack_text), ("construct.json", self._side_text("construct.json", construct))]
         if record.dataflow:
-            side.append(("dataflow.json", json_bytes(record.dataflow, indent=None, finite=True)))
+            side.append(("dataflow.json", self._side_text("dataflow.json", record.dataflow)))
         files = [self._side_file(out, fname, text) for fname, text in side]
         files.append(self._dump_file(os.path.join(out, "dump.json"), data_dir, record.entries, not record.nonfinite))
         identities = self._write_files(dirs, files)
@@ -236,6 +237,16 @@ class StepWriter:
         if self.on_step_written is not None:
             # only for the newest finished step: when the writer is behind, older steps skip the extras
             self.on_step_written(out, record.step, health, not self._steps_pending())
+
+    def _side_text(self, fname: str, obj: dict) -> bytes:
+        """A side file's JSON text; the last step's text again when `obj` equals the last step's (the usual case:
+        comparing the dicts costs about a tenth of encoding one)."""
+        last = self._last_obj.get(fname)
+        if last is not None and last[0] == obj:
+            return last[1]
+        text = json_bytes(obj, indent=None, finite=True)
+        self._last_obj[fname] = (obj, text)
+        return text
 
     def _side_file(self, out: str, fname: str, text: bytes) -> tuple:
         """A side file for write_files: a link to the last step's file when the text is the same (the usual case:

@@ -7,7 +7,8 @@
 // gradient it is about and calls `fn(i, grad)`; nothing else changes, and tbprobe falls back to Python's hooks
 // when this module is not built (session.py).
 //
-// It also reads a tensor's facts for its dump.json item straight from the TensorImpl (item_reader below).
+// It also makes module inputs' aliases (alias) and reads a tensor's facts for its dump.json item straight from the
+// TensorImpl (ItemReader), both below.
 //
 // Plain CPython API (no pybind11 module), so nothing here depends on pybind11's ABI tags.
 #include <Python.h>
@@ -101,7 +102,8 @@ PyObject *hook_node(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 // unmodified (a module's output is its last inner module's output; a gradient passes through a module boundary
 // as it is) gets a copy of that item instead of a second pass over its memory. At L0 on the small GPT that is 39
 // of 158 items a step, at mix 192 of 415. "The same" is the same TensorImpl, alive (a weak reference, so its
-// address is not reused), with the same version counter, data address and sizes. What changes a tensor without a
+// address is not reused), with the same version counter, data address, dtype, sizes and requires_grad (the last
+// three can change without a version bump: `t.data = u`, `requires_grad_()`). What changes a tensor without a
 // version bump (a collective writing through C++) is forgotten by the caller (StatBuffer.forget); so is
 // everything at the end of the step (clear).
 tbprobe_item_api item_api = {nullptr, nullptr};
@@ -111,6 +113,8 @@ struct Seen {
   uint32_t version;
   const void *data;
   std::vector<int64_t> sizes;
+  c10::ScalarType dtype;
+  bool requires_grad;
   PyTypeObject *type;  // of the Python tensor the item was made for (Tensor or Parameter)
   PyObject *item;      // (held)
   double health;
@@ -146,8 +150,9 @@ PyObject *reader_item(ItemReader *self, PyObject *t) {
       if (it != self->seen->end()) {
         Seen &e = it->second;
         auto alive = e.impl.lock();
-        if (alive.get() == impl && e.version == version && e.data == data &&
-            e.type == Py_TYPE(t) && sizes.equals(c10::IntArrayRef(e.sizes))) {
+        if (alive.get() == impl && e.version == version && e.data == data && e.dtype == x.scalar_type() &&
+            e.requires_grad == x.requires_grad() && e.type == Py_TYPE(t) &&
+            sizes.equals(c10::IntArrayRef(e.sizes))) {
           PyObject *copy = PyDict_Copy(e.item);
           if (copy != nullptr) item_api.note(self->host_items, e.health);
           return copy;
@@ -164,7 +169,8 @@ PyObject *reader_item(ItemReader *self, PyObject *t) {
     if (item != nullptr && item != Py_None && versioned) {
       Py_INCREF(item);
       self->seen->emplace(impl, Seen{c10::weak_intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()), version,
-                                     data, sizes.vec(), Py_TYPE(t), item, health});
+                                     data, sizes.vec(), x.scalar_type(), x.requires_grad(), Py_TYPE(t), item,
+                                     health});
     }
     return item;
   } catch (const std::exception &) {
@@ -257,7 +263,9 @@ PyMethodDef methods[] = {
     {"alias", alias, METH_O, "alias(t) -> torch.ops.aten.alias(t), called from C++."},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgrad", "C++ gradient hooks on autograd nodes.", -1, methods};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgrad",
+                      "C++ gradient hooks on autograd nodes, module inputs' aliases and the item reader.", -1,
+                      methods};
 
 }  // namespace
 

@@ -386,6 +386,14 @@ def test_the_reader_copies_the_item_of_a_tensor_met_again_unmodified():
         w = torch.full((3,), 7.0)
         assert read(w)["Max"] == 7.0
         del w
+    # what changes without a version bump but is in the item: requires_grad, and the data itself (`t.data = u`)
+    leaf = torch.tensor([1.0, 2.0])
+    assert read(leaf)["requires_grad"] is False
+    leaf.requires_grad_()
+    assert read(leaf)["requires_grad"] is True
+    with torch.no_grad():
+        leaf.data = torch.tensor([4.0, 5.0, 6.0])
+    assert read(leaf)["shape"] == [3] and read(leaf)["Max"] == 6.0
     # nothing is remembered past the step's end
     before = read(t)
     buf.reset()

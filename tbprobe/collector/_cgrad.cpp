@@ -134,7 +134,9 @@ void reader_clear_seen(ItemReader *self) {
 }
 
 PyObject *reader_item(ItemReader *self, PyObject *t) {
-  if (!THPVariable_Check(t)) Py_RETURN_NONE;
+  // exact Tensor or Parameter only, by type: THPVariable_Check would ask isinstance(), which runs user code
+  // (a __class__ property) and may throw
+  if (!THPVariable_CheckExact(t)) Py_RETURN_NONE;
   try {
     const at::Tensor &x = THPVariable_Unpack(t);
     if (!x.defined() || x.layout() != at::kStrided || !x.is_cpu() || x.is_neg() || x.is_conj() ||
@@ -193,7 +195,7 @@ PyObject *reader_clear(PyObject *self, PyObject *) {
 
 PyObject *reader_forget(PyObject *self, PyObject *t) {
   auto *r = reinterpret_cast<ItemReader *>(self);
-  if (THPVariable_Check(t)) {
+  if (THPVariable_CheckExact(t)) {   // (nothing else is remembered)
     auto it = r->seen->find(THPVariable_Unpack(t).unsafeGetTensorImpl());
     if (it != r->seen->end()) {
       Py_DECREF(it->second.item);
@@ -244,8 +246,8 @@ PyTypeObject ItemReaderType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // it is. Values and gradients are the same bit for bit. For exact torch.Tensor and Parameter only (a subclass
 // keeps view_as and its __torch_function__).
 PyObject *alias(PyObject *, PyObject *t) {
-  if (!THPVariable_Check(t)) {
-    PyErr_SetString(PyExc_TypeError, "alias(tensor): a tensor");
+  if (!THPVariable_CheckExact(t)) {
+    PyErr_SetString(PyExc_TypeError, "alias(tensor): a torch.Tensor or Parameter");
     return nullptr;
   }
   try {

@@ -346,6 +346,12 @@ class _Sub(torch.Tensor):
     pass
 
 
+class _Hostile:
+    @property
+    def __class__(self):
+        raise RuntimeError("no class for you")
+
+
 _CASES = [torch.randn(5, 7), torch.randn(3).half(), torch.randn(4, 4).bfloat16(), torch.arange(-5, 10),
           torch.arange(10, dtype=torch.int32), torch.rand(9) > 0.5, torch.randn(6, 6).t(), torch.tensor(3.0),
           torch.zeros(0, 3), torch.nn.Parameter(torch.randn(3, 3)), torch.randn(3, requires_grad=True),
@@ -401,6 +407,9 @@ def test_the_reader_copies_the_item_of_a_tensor_met_again_unmodified():
     assert read(t)["Min"] == -9.0 and before["Min"] == -8.0
     with pytest.raises(TypeError):
         type(read)("not host items")
+    # anything but a plain tensor is None, even an object whose isinstance() check raises
+    assert read(_Hostile()) is None and read(None) is None and read(t.as_subclass(_Sub)) is None
+    buf.forget(_Hostile())
 
 
 def test_forget_drops_a_large_tensors_remembered_statistics_too():

@@ -154,7 +154,6 @@ class StepWriter:
         self._last_side: Dict[str, tuple] = {}
         self._last_obj: Dict[str, tuple] = {}    # file name -> (the last step's dict, its JSON text)
         self._stack_json: Dict[int, str] = {}   # interned stack id -> its lines as JSON text
-        self._last_stacks: tuple = (None, b"")   # the last step's (stack groups, stack.json text)
         self._q: "queue.Queue" = queue.Queue(maxsize=max_queue)
         # `background` false (async_dump false, the reference's default: a step's files are on disk when step()
         # returns): the caller would only wait for the thread, so it writes itself and spares two thread hand-offs
@@ -221,7 +220,7 @@ class StepWriter:
             groups: Dict[int, List[str]] = {}
             for name, sid in record.stack_of.items():
                 groups.setdefault(sid, []).append(name)
-            stack_text = self._stack_text(groups)
+            stack_text = self._side_text("stack.json", groups, self._stack_text)
             construct: Dict[str, Optional[str]] = {} if self.level == "L1" else record.construct
         else:
             stack_text, construct = b"{}", {}
@@ -238,13 +237,13 @@ class StepWriter:
             # only for the newest finished step: when the writer is behind, older steps skip the extras
             self.on_step_written(out, record.step, health, not self._steps_pending())
 
-    def _side_text(self, fname: str, obj: dict) -> bytes:
-        """A side file's JSON text; the last step's text again when `obj` equals the last step's (the usual case:
-        comparing the dicts costs about a tenth of encoding one)."""
+    def _side_text(self, fname: str, obj: dict, encode: Optional[Callable[[Any], bytes]] = None) -> bytes:
+        """A side file's text, `encode(obj)` (compact JSON by default); the last step's text again when `obj`
+        equals the last step's (the usual case: comparing the dicts costs about a tenth of encoding one)."""
         last = self._last_obj.get(fname)
         if last is not None and last[0] == obj:
             return last[1]
-        text = json_bytes(obj, indent=None, finite=True)
+        text = json_bytes(obj, indent=None, finite=True) if encode is None else encode(obj)
         self._last_obj[fname] = (obj, text)
         return text
 
@@ -271,10 +270,8 @@ class StepWriter:
 
     def _stack_text(self, groups: Dict[int, List[str]]) -> bytes:
         """stack.json as {"<i>": [names, lines]}; each interned stack's lines are JSON-encoded once per process
-        (the same stacks come back every step), only the name lists are encoded per step, and a step whose names
-        and stacks are the last step's (the usual case) reuses its text."""
-        if groups == self._last_stacks[0]:
-            return self._last_stacks[1]
+        (the same stacks come back every step) and only the name lists per step (a step whose names and stacks
+        are the last step's reuses its text: _side_text)."""
         cache = self._stack_json
         parts = []
         for i, (sid, names) in enumerate(groups.items()):
@@ -282,9 +279,7 @@ class StepWriter:
             if lines is None:
                 lines = cache[sid] = json.dumps(self.stacks.lines[sid])
             parts.append(f'"{i}": [{json.dumps(names, check_circular=False)}, {lines}]')
-        text = ("{" + ", ".join(parts) + "}").encode("utf-8")
-        self._last_stacks = (groups, text)
-        return text
+        return ("{" + ", ".join(parts) + "}").encode("utf-8")
 
     def _steps_pending(self) -> bool:
         if self._thread is None:

@@ -127,6 +127,11 @@ struct ItemReader {
   std::unordered_map<c10::TensorImpl *, Seen> *seen;
 };
 
+void reader_drop(ItemReader *self, std::unordered_map<c10::TensorImpl *, Seen>::iterator it) {
+  Py_DECREF(it->second.item);
+  self->seen->erase(it);
+}
+
 void reader_clear_seen(ItemReader *self) {
   if (self->seen == nullptr) return;
   for (auto &kv : *self->seen) Py_DECREF(kv.second.item);
@@ -159,8 +164,7 @@ PyObject *reader_item(ItemReader *self, PyObject *t) {
           if (copy != nullptr) item_api.note(self->host_items, e.health);
           return copy;
         }
-        Py_DECREF(e.item);
-        self->seen->erase(it);
+        reader_drop(self, it);
       }
     }
     PyObject *dtype = reinterpret_cast<PyObject *>(torch::getTHPDtype(x.scalar_type()));  // (borrowed)
@@ -197,10 +201,7 @@ PyObject *reader_forget(PyObject *self, PyObject *t) {
   auto *r = reinterpret_cast<ItemReader *>(self);
   if (THPVariable_CheckExact(t)) {   // (nothing else is remembered)
     auto it = r->seen->find(THPVariable_Unpack(t).unsafeGetTensorImpl());
-    if (it != r->seen->end()) {
-      Py_DECREF(it->second.item);
-      r->seen->erase(it);
-    }
+    if (it != r->seen->end()) reader_drop(r, it);
   }
   Py_RETURN_NONE;
 }

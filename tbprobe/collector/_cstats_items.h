@@ -295,7 +295,48 @@ static PyObject *build_item(HostItems *self, int kind, PyObject *name, PyObject 
     return item;
 }
 
-/* item(t) -> dict, or None when `t` is not the plain case (see the top of this file). */
+/* The element count of a tensor of `dtype` and these sizes when the pass takes it (a kind it reads, at least one
+   dimension, 1 <= numel < cache_min), with its kind and dtype name (borrowed); 0 when it does not (errors
+   cleared: the Python path meets them). */
+static Py_ssize_t plain_numel(HostItems *self, PyObject *dtype, const int64_t *sizes, Py_ssize_t ndim, int *kind,
+                              PyObject **name) {
+    PyObject *kind_obj = PyDict_GetItemWithError(self->kinds, dtype);   /* borrowed */
+    *name = kind_obj ? PyDict_GetItemWithError(self->names, dtype) : NULL;
+    if (kind_obj == NULL || *name == NULL || ndim <= 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    *kind = (int)PyLong_AsLong(kind_obj);
+    Py_ssize_t numel = 1;
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        if (sizes[i] <= 0)     /* empty: the Python path */
+            return 0;
+        /* saturates at the limit (both factors below it: no overflow) */
+        Py_ssize_t d = sizes[i] >= self->cache_min ? self->cache_min : (Py_ssize_t)sizes[i];
+        numel = (numel >= self->cache_min || d >= self->cache_min) ? self->cache_min : numel * d;
+    }
+    return numel < self->cache_min ? numel : 0;
+}
+
+/* build_item with the shape list made from `sizes`. */
+static PyObject *item_of(HostItems *self, int kind, PyObject *name, const int64_t *sizes, Py_ssize_t ndim,
+                         const void *p, Py_ssize_t numel, PyObject *rg, double *health) {
+    PyObject *shape_list = PyList_New(ndim);
+    if (shape_list == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        PyObject *d = PyLong_FromLongLong((long long)sizes[i]);
+        if (d == NULL) {
+            Py_DECREF(shape_list);
+            return NULL;
+        }
+        PyList_SET_ITEM(shape_list, i, d);
+    }
+    return build_item(self, kind, name, shape_list, p, numel, rg, health);
+}
+
+/* item(t) -> dict, or None when `t` is not the plain case (see the top of this file). The tensor's facts are read
+   as Python attributes here (_cgrad's ItemReader reads them from the TensorImpl and calls item_from_facts). */
 static PyObject *HostItems_item(HostItems *self, PyObject *t) {
     PyObject *tp = (PyObject *)Py_TYPE(t);
     if (tp != self->tensor_type && tp != self->param_type)
@@ -310,60 +351,50 @@ static PyObject *HostItems_item(HostItems *self, PyObject *t) {
         Py_RETURN_NONE;
     }
     PyObject *dtype = PyObject_GetAttr(t, s_dtype);
-    if (dtype == NULL) {
+    PyObject *shape = dtype ? PyObject_GetAttr(t, s_shape) : NULL;
+    if (shape == NULL || !PyTuple_Check(shape)) {
         PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    PyObject *kind_obj = PyDict_GetItemWithError(self->kinds, dtype);   /* borrowed */
-    PyObject *name = kind_obj ? PyDict_GetItemWithError(self->names, dtype) : NULL;
-    Py_DECREF(dtype);   /* the dicts hold the dtype (and its name) alive */
-    if (kind_obj == NULL || name == NULL) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    int kind = (int)PyLong_AsLong(kind_obj);
-    PyObject *shape = PyObject_GetAttr(t, s_shape);
-    if (shape == NULL || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) == 0) {
-        PyErr_Clear();
+        Py_XDECREF(dtype);
         Py_XDECREF(shape);
         Py_RETURN_NONE;
     }
-    Py_ssize_t ndim = PyTuple_GET_SIZE(shape), numel = 1;
-    for (Py_ssize_t i = 0; i < ndim; i++) {
-        Py_ssize_t d = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
-        if (d <= 0) {          /* empty (or an error): the Python path */
-            PyErr_Clear();
-            Py_DECREF(shape);
-            Py_RETURN_NONE;
-        }
-        /* saturates at the limit (both factors below it: no overflow) */
-        numel = (numel >= self->cache_min || d >= self->cache_min) ? self->cache_min : numel * d;
+    Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
+    int64_t small[16];
+    int64_t *sizes = ndim <= 16 ? small : (int64_t *)PyMem_Malloc((size_t)ndim * sizeof(int64_t));
+    PyObject *result = NULL, *name = NULL;
+    int kind = 0;
+    if (sizes == NULL) {
+        result = PyErr_NoMemory();
+        goto done;
     }
-    if (numel >= self->cache_min) {
-        Py_DECREF(shape);
-        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        sizes[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));   /* (an error reads -1: not plain) */
+    }
+    PyErr_Clear();
+    Py_ssize_t numel = plain_numel(self, dtype, sizes, ndim, &kind, &name);
+    if (numel == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
     }
     PyObject *contig = PyObject_CallMethodNoArgs(t, s_is_contiguous);
     PyObject *ptr = contig == Py_True ? PyObject_CallMethodNoArgs(t, s_data_ptr) : NULL;
     Py_XDECREF(contig);
     unsigned long long address = ptr ? PyLong_AsUnsignedLongLong(ptr) : 0;
     Py_XDECREF(ptr);
-    if (address == 0) {        /* not contiguous, no storage (a functorch wrapper), or an error */
+    PyObject *rg = address ? PyObject_GetAttr(t, s_requires_grad) : NULL;
+    if (rg == NULL) {          /* not contiguous, no storage (a functorch wrapper), or an error */
         PyErr_Clear();
-        Py_DECREF(shape);
-        Py_RETURN_NONE;
+        result = Py_NewRef(Py_None);
+        goto done;
     }
-    PyObject *rg = PyObject_GetAttr(t, s_requires_grad);
-    if (rg == NULL) {
-        PyErr_Clear();
-        Py_DECREF(shape);
-        Py_RETURN_NONE;
-    }
-    PyObject *shape_list = PySequence_List(shape);
-    Py_DECREF(shape);
-    PyObject *item = build_item(self, kind, name, shape_list, (const void *)(uintptr_t)address, numel, rg, NULL);
+    result = item_of(self, kind, name, sizes, ndim, (const void *)(uintptr_t)address, numel, rg, NULL);
     Py_DECREF(rg);
-    return item;
+done:
+    if (sizes != small)
+        PyMem_Free(sizes);
+    Py_DECREF(dtype);   /* (after `name`'s last use: the dicts hold the dtype and its name alive) */
+    Py_DECREF(shape);
+    return result;
 }
 
 /* The same item from facts the caller read from the tensor itself (_cgrad.cpp reads them from the TensorImpl,
@@ -376,36 +407,14 @@ static PyObject *item_from_facts(PyObject *obj, PyObject *t, PyObject *dtype, co
                                  const void *p, int requires_grad, double *health) {
     HostItems *self = (HostItems *)obj;
     PyObject *tp = (PyObject *)Py_TYPE(t);
-    if ((tp != self->tensor_type && tp != self->param_type) || ndim <= 0 || p == NULL)
+    PyObject *name;
+    int kind;
+    if ((tp != self->tensor_type && tp != self->param_type) || p == NULL)
         Py_RETURN_NONE;
-    PyObject *kind_obj = PyDict_GetItemWithError(self->kinds, dtype);   /* borrowed */
-    PyObject *name = kind_obj ? PyDict_GetItemWithError(self->names, dtype) : NULL;
-    if (kind_obj == NULL || name == NULL) {
-        PyErr_Clear();
+    Py_ssize_t numel = plain_numel(self, dtype, sizes, ndim, &kind, &name);
+    if (numel == 0)
         Py_RETURN_NONE;
-    }
-    Py_ssize_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (sizes[i] <= 0)
-            Py_RETURN_NONE;
-        Py_ssize_t d = sizes[i] >= self->cache_min ? self->cache_min : (Py_ssize_t)sizes[i];
-        numel = (numel >= self->cache_min || d >= self->cache_min) ? self->cache_min : numel * d;
-    }
-    if (numel >= self->cache_min)
-        Py_RETURN_NONE;
-    PyObject *shape_list = PyList_New(ndim);
-    if (shape_list == NULL)
-        return NULL;
-    for (int i = 0; i < ndim; i++) {
-        PyObject *d = PyLong_FromLongLong((long long)sizes[i]);
-        if (d == NULL) {
-            Py_DECREF(shape_list);
-            return NULL;
-        }
-        PyList_SET_ITEM(shape_list, i, d);
-    }
-    return build_item(self, (int)PyLong_AsLong(kind_obj), name, shape_list, p, numel,
-                      requires_grad ? Py_True : Py_False, health);
+    return item_of(self, kind, name, sizes, ndim, p, numel, requires_grad ? Py_True : Py_False, health);
 }
 
 static void note_from_api(PyObject *obj, double health) {

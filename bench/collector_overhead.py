@@ -202,7 +202,7 @@ def _cases(p: argparse.ArgumentParser, args: argparse.Namespace, ours: str) -> N
     have_ms = os.path.exists(args.msprobe_python)
     n_small, n_large = (8, 3) if args.quick else (20, 6)
     cases = cases_all = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),
-             ("small", "L1", "md5"), ("large", "L1", "statistics")]
+             ("small", "L1", "md5"), ("large", "L0", "statistics"), ("large", "L1", "statistics")]
     if args.only:
         wanted = {" ".join(c.split()) for c in args.only}
         cases = [c for c in cases if " ".join(c) in wanted]

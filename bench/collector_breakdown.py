@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Callable, Dict, List, Optional, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from collector_overhead import LARGE, ROOT, SMALL, gpt_training, write_config  # noqa: E402
@@ -41,6 +42,39 @@ def _debugger(tmp: str, name: str, level: str):
     from tbprobe import PrecisionDebugger
 
     return PrecisionDebugger(config_path=write_config(tmp, name.replace(" ", "_"), level, "statistics", 100000))
+
+
+def paired_rounds(setups: Sequence[str], runs: dict, dbgs: dict, rounds: int,
+                  before: Optional[Callable[[str], None]] = None, after_step: Optional[Callable[[str], None]] = None,
+                  after_first: Optional[Callable[[str], None]] = None) -> Dict[str, List[float]]:
+    """CPU seconds of each set-up's kept steps over `rounds` rounds (after 3 unkept ones). In every round each
+    set-up's step (start, training step, stop, step() where it has a debugger in `dbgs`) runs twice in a row and
+    the second is kept, so that each kept step follows a step of its own kind. `before(name)` runs before a
+    set-up's two steps, `after_step(name)` inside each timed step, `after_first(name)` after its first round."""
+    times: Dict[str, List[float]] = {name: [] for name in setups}
+    for rnd in range(rounds + 3):
+        for name in setups:
+            if before is not None:
+                before(name)
+            model, train_step = runs[name]
+            dbg = dbgs.get(name)
+            kept = 0.0
+            for _ in range(2):
+                t0 = time.process_time()
+                if dbg is not None:
+                    dbg.start(model=model)
+                train_step()
+                if dbg is not None:
+                    dbg.stop()
+                    dbg.step()
+                if after_step is not None:
+                    after_step(name)
+                kept = time.process_time() - t0
+            if rnd == 0 and after_first is not None:
+                after_first(name)
+            if rnd >= 3:
+                times[name].append(kept)
+    return times
 
 
 def _take_out(name: str, dbg, model) -> None:
@@ -111,29 +145,17 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench_breakdown_", dir=args.dump_root)
     try:
         dbgs = {name: _debugger(tmp, name, args.level) for name in setups if name != "none"}
-        times = {name: [] for name in setups}
-        for rnd in range(args.rounds + 3):
-            for name in setups:
-                model, train_step = runs[name]
-                dbg = dbgs.get(name)
-                # the input views and a module's parameter list come from module-level functions: taken out only
-                # around that set-up's steps
-                module_hooks._alias_inputs = (lambda a, k: None) if name in ("no backward", "no views") else alias
-                module_hooks._own_parameters = (lambda m: ()) if name == "no param items" else own_parameters
-                kept = 0.0
-                for _ in range(2):
-                    t0 = time.process_time()
-                    if dbg is not None:
-                        dbg.start(model=model)
-                    train_step()
-                    if dbg is not None:
-                        dbg.stop()
-                        dbg.step()
-                    kept = time.process_time() - t0
-                if rnd == 0 and dbg is not None:
-                    _take_out(name, dbg, model)
-                if rnd >= 3:
-                    times[name].append(kept)
+        def before(name: str) -> None:
+            # the input views and a module's parameter list come from module-level functions: taken out only
+            # around that set-up's steps
+            module_hooks._alias_inputs = (lambda a, k: None) if name in ("no backward", "no views") else alias
+            module_hooks._own_parameters = (lambda m: ()) if name == "no param items" else own_parameters
+
+        def after_first(name: str) -> None:
+            if name in dbgs:
+                _take_out(name, dbgs[name], runs[name][0])
+
+        times = paired_rounds(setups, runs, dbgs, args.rounds, before=before, after_first=after_first)
         module_hooks._alias_inputs, module_hooks._own_parameters = alias, own_parameters
         for dbg in dbgs.values():
             dbg.close()

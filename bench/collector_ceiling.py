@@ -28,10 +28,9 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from collector_breakdown import _debugger  # noqa: E402
+from collector_breakdown import _debugger, paired_rounds  # noqa: E402
 from collector_overhead import ROOT, SMALL, gpt_training  # noqa: E402
 
 SETUPS = ("none", "hooks", "floor", "ideal", "no writer", "full")
@@ -108,27 +107,16 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="bench_ceiling_", dir=args.dump_root)
     try:
         dbgs = {name: _debugger(tmp, name, "L0") for name in ("no writer", "full")}
-        times = {name: [] for name in SETUPS}
-        for rnd in range(args.rounds + 3):
-            for name in SETUPS:
-                model, train_step = runs[name]
-                dbg = dbgs.get(name)
-                kept = 0.0
-                for _ in range(2):
-                    t0 = time.process_time()
-                    if dbg is not None:
-                        dbg.start(model=model)
-                    train_step()
-                    if dbg is not None:
-                        dbg.stop()
-                        dbg.step()
-                    if name == "ideal":
-                        stats.reset()    # the reader's memory lasts one step, as in the collector
-                    kept = time.process_time() - t0
-                if rnd == 0 and name == "no writer":
-                    dbg._writer.submit = lambda *a, **k: None
-                if rnd >= 3:
-                    times[name].append(kept)
+
+        def after_step(name: str) -> None:
+            if name == "ideal":
+                stats.reset()    # the reader's memory lasts one step, as in the collector
+
+        def after_first(name: str) -> None:
+            if name == "no writer":
+                dbgs[name]._writer.submit = lambda *a, **k: None
+
+        times = paired_rounds(SETUPS, runs, dbgs, args.rounds, after_step=after_step, after_first=after_first)
         for dbg in dbgs.values():
             dbg.close()
     finally:

@@ -6,7 +6,7 @@ PY=${PY:-.venv/bin/python}
 export PEERS_DIR=${PEERS_DIR:-/tmp/peers}
 [ -f ../shared/peers/setup.sh ] && bash ../shared/peers/setup.sh >/dev/null
 status=0
-for b in parse_dump collector_overhead collector_breakdown hook_floor writer_files graph_compare plugin_bench monitor_overhead; do
+for b in parse_dump collector_overhead collector_breakdown collector_ceiling writer_files graph_compare plugin_bench monitor_overhead; do
   [ -f "bench/$b.py" ] || continue
   echo "== bench/$b.py"
   "$PY" "bench/$b.py" "$@" || status=1

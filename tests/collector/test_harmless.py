@@ -252,3 +252,84 @@ def test_no_step_keeps_its_autograd_graph_alive(tmp_path, level):
     after = nodes()
     dbg.close()
     assert after - before <= 2, f"{after - before} autograd nodes outlived their steps"
+
+
+class _Raises(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.fail = False
+
+    def forward(self, x):
+        y = self.lin(x)
+        if self.fail:
+            raise ValueError("the user's own error")
+        return y
+
+
+class _Mixed(torch.nn.Module):
+    """A plain Linear, a TorchScript block (PyTorch refuses hooks on it) and a module that can raise."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.scripted = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+        self.b = _Raises()
+        self.c = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.c(self.b(self.scripted(self.a(x))))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_torchscript_submodule_is_left_out_with_a_warning(tmp_path, level, caplog):
+    torch.manual_seed(0)
+    model, x = _Mixed(), torch.randn(2, 4)
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
+        dbg.start(model=model)          # PyTorch's RuntimeError for hooks on a ScriptModule must not escape
+        model(x).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    warned = [r.getMessage() for r in caplog.records if "TorchScript" in r.getMessage()]
+    assert warned == ["tbprobe: Module.scripted is TorchScript (PyTorch allows no hooks on a ScriptModule): "
+                      "not recorded at module level"]
+    data = json.load(open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")))["data"]
+    modules = {n for n in data if n.startswith("Module.")}
+    assert {"Module.a.Linear.forward.0", "Module.b._Raises.forward.0", "Module.b.lin.Linear.forward.0",
+            "Module.c.Linear.forward.0", "Module.c.Linear.backward.0", "Module.a.Linear.backward.0"} <= modules
+    assert not any(n.startswith("Module.scripted") for n in modules)
+    assert dbg.hook_errors == 0
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_forward_that_raises_leaves_no_stale_parent(tmp_path):
+    """The user's code catches an error raised inside a module's forward and goes on within the same step: the
+    calls after it must not hang under the call that raised, and that call gets no record."""
+    torch.manual_seed(0)
+    model, x = _Mixed(), torch.randn(2, 4)
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    model.b.fail = True
+    with pytest.raises(ValueError, match="the user's own error"):
+        model(x)
+    model.b.fail = False
+    model(x).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    construct = json.load(open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "construct.json")))
+    data = json.load(open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")))["data"]
+    # the second forward's calls are top-level, as the first one's a.Linear was
+    assert construct["Module.a.Linear.forward.0"] is None
+    assert construct["Module.a.Linear.forward.1"] is None
+    assert construct["Module.b._Raises.forward.1"] is None
+    assert construct["Module.c.Linear.forward.0"] is None
+    assert construct["Module.b.lin.Linear.forward.0"] == "Module.b._Raises.forward.0"
+    assert construct["Module.b.lin.Linear.forward.1"] == "Module.b._Raises.forward.1"
+    # the call that raised has no forward record; the one that returned has
+    assert "Module.b._Raises.forward.0" not in data
+    assert "Module.b._Raises.forward.1" in data
+    assert dbg.hook_errors == 0

@@ -93,6 +93,8 @@ class PrecisionDebugger:
             self._modules.attach(model)
         if not self._step_open:
             self.session.begin_step(self.current_step)
+            if self._modules is not None:
+                self._modules.begin_step()
             self._step_open = True
         self.session.active = True
         if self._apis is not None:

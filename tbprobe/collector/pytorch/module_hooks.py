@@ -3,6 +3,8 @@
 No full backward hooks: they wrap outputs in a custom autograd Function and make in-place work on a module's
 output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's graph as it is.
 """
+import logging
+import sys
 from functools import partial
 from typing import Any, Dict, List
 
@@ -12,6 +14,8 @@ from tbprobe.collector.naming import params_grad_name
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ModuleHooks"]
+
+log = logging.getLogger("tbprobe.collector")
 
 _NoTorchFunction = torch._C.DisableTorchFunction
 _compiling = torch.compiler.is_compiling
@@ -78,19 +82,52 @@ class ModuleHooks:
         if id(model) in self.model_ids:
             return
         self.model_ids.add(id(model))
+        scripted: List[str] = []
         for path, mod in model.named_modules():
+            if isinstance(mod, torch.jit.ScriptModule):
+                # PyTorch refuses hooks on TorchScript modules (their calls run in the TorchScript interpreter):
+                # such a module and everything inside it are left out, with one warning naming the outermost ones
+                if not any(path == p or path.startswith(p + ".") for p in scripted):
+                    scripted.append(path)
+                continue
             if path == "" and mod is model:
                 continue  # the root is the graph's DefaultModel, as in the reference
             base = f"{self.prefix}.{path}.{type(mod).__name__}"
-            self.handles.append(mod.register_forward_pre_hook(self._pre(base), with_kwargs=True))
-            self.handles.append(mod.register_forward_hook(self._post(base), with_kwargs=True))
+            try:
+                self._hook_module(mod, base)
+            except Exception as exc:   # a module type that refuses hooks: left out, training goes on
+                self.session.guard.report(f"hooking {base}", exc)
+        if scripted:
+            log.warning("tbprobe: %s TorchScript (PyTorch allows no hooks on a ScriptModule): not recorded at %s",
+                        ", ".join(f"Module.{p}" if p else "the model" for p in scripted[:5])
+                        + (f" and {len(scripted) - 5} more" if len(scripted) > 5 else "")
+                        + (" is" if len(scripted) == 1 else " are"), "module level")
+
+    def _hook_module(self, mod: torch.nn.Module, base: str) -> None:
+        """Forward pre/post hooks and parameter-gradient hooks on one module: all of them or none."""
+        handles = []
+        try:
+            handles.append(mod.register_forward_pre_hook(self._pre(base), with_kwargs=True))
+            # always_call: the post-hook also runs when the forward raises, so a call the user's code survives
+            # (an exception caught within the step) leaves no stale parent behind for the calls after it
+            handles.append(mod.register_forward_hook(self._post(base), with_kwargs=True, always_call=True))
             params = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
             if params:
                 pg = _ParamGrads(self, base, [n for n, _ in params])
                 pg.module_id = id(mod)
                 for n, p in params:
                     # a partial of the bound method: no Python frame between autograd and on_grad
-                    self.handles.append(p.register_hook(partial(pg.on_grad, n)))
+                    handles.append(p.register_hook(partial(pg.on_grad, n)))
+        except Exception:
+            for h in handles:
+                h.remove()
+            raise
+        self.handles.extend(handles)
+
+    def begin_step(self) -> None:
+        """Forget the calls a step left open (a forward that raised where no post-hook ran: under
+        torch.compile, or with the collector stopped before the call ended)."""
+        self._calls = {}
 
     def detach(self) -> None:
         for h in self.handles:
@@ -154,6 +191,10 @@ class ModuleHooks:
             if s.fw_stack and s.fw_stack[-1] == call.name:
                 s.fw_stack.pop()
             if s.busy:
+                return None
+            if output is None and sys.exc_info()[1] is not None:
+                # the forward raised (see always_call): the call ends with no record. (A forward returning None
+                # while the user's code handles an exception is taken for one that raised, and loses its record.)
                 return None
             s.busy += 1
             guard = _NoTorchFunction()

@@ -168,7 +168,8 @@ class Session:
         self.counters = Counters()
         self.stats = StatBuffer(low_precision=cfg.precision == "low", checksum=cfg.summary_mode == "md5")
         self.items = ItemMaker(cfg.task, cfg.summary_mode, self._schedule_stats, self._schedule_save,
-                               cfg.tensor_list, fill=self.stats.fill, host_item=self.stats.host_item)
+                               cfg.tensor_list, fill=self.stats.fill, host_item=self.stats.host_item,
+                               fill_row=self.stats.fill_row)
         self.want_stack = cfg.extra_info
         self.active = False
         self.busy = 0                      # >0 while tbprobe's own code runs: nothing is intercepted then

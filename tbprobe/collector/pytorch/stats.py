@@ -121,11 +121,25 @@ class StatBuffer:
 
     def host_health(self) -> Tuple[int, float, bool]:
         """(items with a NaN/Inf Max or Min, the largest finite |Max|/|Min|, whether any statistic is NaN/Inf)
-        over the items the host kernel completed this step."""
+        over the items completed at once this step: by the host kernel, and by `fill_row`."""
+        nonfinite, max_abs, values = self._row_health
         c = self._host_items
         if c is None:
-            return 0, 0.0, False
-        return c.nonfinite, c.max_abs, bool(c.nonfinite_values)
+            return nonfinite, max_abs, values
+        return c.nonfinite + nonfinite, max(c.max_abs, max_abs), bool(c.nonfinite_values) or values
+
+    def fill_row(self, item: dict, row: list) -> None:
+        """Fill `item` from a row computed elsewhere ([Max, Min, Mean, Norm, zero_count, nan_count, inf_count]:
+        odd_tensors.stats_row) and count it in the step's health."""
+        mx, mn, mean, norm, zeros, nans, infs = row
+        item["Max"], item["Min"], item["Mean"], item["Norm"] = mx, mn, mean, norm
+        item["zero_count"], item["nan_count"], item["inf_count"] = zeros, nans, infs
+        nonfinite, max_abs, values = self._row_health
+        if math.isfinite(mx) and math.isfinite(mn):
+            max_abs = max(max_abs, abs(float(mx)), abs(float(mn)))
+        else:
+            nonfinite += 1
+        self._row_health = (nonfinite, max_abs, values or not all(math.isfinite(x) for x in (mx, mn, mean, norm)))
 
     def __len__(self) -> int:
         return self._count
@@ -329,9 +343,10 @@ class StatBuffer:
         self._host_cache: Dict[int, Tuple[Any, int, dict, float]] = {}  # id -> (weakref, version, item, health)
         if self._reader is not None:
             self._reader.clear()
-        # the step's health of the host kernel's items (host_health) starts again
+        # the step's health of the items filled at once (host_health) starts again
         if self._host_items is not None:
             self._host_items.reset()
+        self._row_health: Tuple[int, float, bool] = (0, 0.0, False)   # fill_row's share
         self._batches32: List[torch.Tensor] = []
         self._batches64: List[torch.Tensor] = []
         self._n32 = 0

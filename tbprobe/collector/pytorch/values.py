@@ -4,6 +4,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from tbprobe.collector.pytorch import odd_tensors
 from tbprobe.collector.pytorch.stats import is_summarisable, tensor_checksum, tensor_xor
 
 __all__ = ["ItemMaker"]
@@ -14,6 +15,7 @@ _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _DTYPE_NAMES: dict = {}
 _STRIDED = torch.strided
+_REDUCIBLE = odd_tensors.REDUCIBLE
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -35,7 +37,8 @@ class ItemMaker:
 
     def __init__(self, task: str, summary_mode: str, on_stats: Callable, on_save: Optional[Callable],
                  tensor_list: Sequence[str] = (), fill: Optional[Callable[[dict, torch.Tensor], bool]] = None,
-                 host_item: Optional[Callable[[Any], Optional[dict]]] = None) -> None:
+                 host_item: Optional[Callable[[Any], Optional[dict]]] = None,
+                 fill_row: Optional[Callable[[dict, list], None]] = None) -> None:
         self.tensor_list = tuple(tensor_list)   # substrings of names whose tensors are also saved
         self.structure = task == "structure"
         self.tensor_task = task == "tensor"
@@ -44,6 +47,8 @@ class ItemMaker:
         # (item, tensor) -> bool: fills them at once when it can (the host kernel); on_stats takes the rest
         self.fill = fill
         self.on_save = on_save          # (item, tensor, key) -> None: schedules a .pt file
+        # (item, row) -> None: fills an item whose statistics were computed at once (odd_tensors)
+        self.fill_row = fill_row or _fill_row
         self.nonfinite_scalars = 0      # NaN/Inf float arguments seen (the writer's choice of encoder)
         # statistics only: no checksum, no saved tensor (tensor_item's short path)
         self.fast = (task == "statistics" and summary_mode == "statistics" and not self.tensor_list)
@@ -53,8 +58,8 @@ class ItemMaker:
                           and not self.tensor_list else None)
 
     def tensor_item(self, t: torch.Tensor, key: str, save: bool = False) -> dict:
-        if (self.fast and type(t) in _PLAIN and not save and t.layout is _STRIDED
-                and not t.is_meta and t.numel()):
+        if (self.fast and type(t) in _PLAIN and not save and t.layout is _STRIDED and t.dtype in _REDUCIBLE
+                and not t.is_nested and not t.is_meta and t.numel()):
             # the common case in one dict literal (statistics task, plain dense tensor with data, nothing saved)
             dt = t.dtype
             item = {"type": "torch.Tensor", "dtype": _DTYPE_NAMES.get(dt) or _dtype_name(dt), "shape": list(t.shape),
@@ -64,6 +69,8 @@ class ItemMaker:
                 self.on_stats(item, t)
             return item
         t = _local(t)
+        if odd_tensors.is_odd(t):
+            return self._odd_item(t, key, save)
         item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
         data = is_summarisable(t)
         if self.summary_mode == "xor" and not self.structure:
@@ -85,6 +92,30 @@ class ItemMaker:
         if self.on_save is not None and (self.tensor_task or save or
                                          (self.tensor_list and any(p in key for p in self.tensor_list))):
             self.on_save(item, t, key)
+        return item
+
+    def _odd_item(self, t: torch.Tensor, key: str, save: bool) -> dict:
+        """tensor_item for a tensor torch's reductions refuse (odd_tensors): the same keys in the same order,
+        its statistics computed at once."""
+        item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": odd_tensors.shape_of(t)}
+        data = is_summarisable(t)
+        if self.summary_mode == "xor" and not self.structure:
+            item["md5"] = tensor_xor(odd_tensors.checksum_source(t)) if data else None
+            item["requires_grad"] = t.requires_grad
+            return item
+        if not self.structure:
+            item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = None
+        item["requires_grad"] = t.requires_grad
+        if self.structure or not data:
+            return item
+        row = odd_tensors.stats_row(t)
+        if row is not None:
+            self.fill_row(item, row)
+        if self.summary_mode == "md5":
+            item["md5"] = tensor_checksum(odd_tensors.checksum_source(t))
+        if self.on_save is not None and (self.tensor_task or save or
+                                         (self.tensor_list and any(p in key for p in self.tensor_list))):
+            self.on_save(item, odd_tensors.savable(t), key)
         return item
 
     def item_at(self, v: Any, prefix: str, slot: Any) -> Any:
@@ -147,6 +178,12 @@ class ItemMaker:
                 self.nonfinite_scalars += 1
             return {"type": type(v).__name__, "value": value}
         return None
+
+
+def _fill_row(item: dict, row: list) -> None:
+    """ItemMaker.fill_row without a statistics buffer: the row goes into the item, no health is counted."""
+    for k, v in zip(("Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"), row):
+        item[k] = v
 
 
 def _nonfinite(v: Any) -> bool:

@@ -1,0 +1,211 @@
+"""Tensors that torch's reductions refuse (tbprobe/collector/pytorch/odd_tensors.py) get whole items, and the
+module or operator that meets one keeps its record.
+
+Each kind's statistics are checked against the same statistics of its dense equivalent, computed here with plain
+torch in float64: the dense form of a sparse tensor (implicit zeros included), the dequantized values of a
+quantized tensor, and a nested tensor's components put end to end.
+"""
+import glob
+import json
+import math
+import os
+
+import pytest
+import torch
+from conftest import make_debugger, rank_dirs
+
+from tbprobe.collector.pytorch import odd_tensors
+
+# torch's notes on these kinds' state (prototype, beta, deprecated), not findings of these tests
+pytestmark = [pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning"),
+              pytest.mark.filterwarnings("ignore:Sparse CSR tensor support:UserWarning"),
+              pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning"),
+              pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")]
+
+
+def _sparse_with_duplicates() -> torch.Tensor:
+    # uncoalesced: (0, 1) is given twice and sums to 3.5; 13 of the 16 elements are implicit zeros
+    i = torch.tensor([[0, 0, 2, 3], [1, 1, 2, 0]])
+    v = torch.tensor([1.5, 2.0, -4.0, 0.25])
+    return torch.sparse_coo_tensor(i, v, (4, 4))
+
+
+def _kinds() -> dict:
+    torch.manual_seed(0)
+    dense = torch.randn(6, 4)
+    dense[dense.abs() < 0.8] = 0.0      # some sparsity
+    blocky = torch.zeros(4, 4)
+    blocky[:2, 2:] = torch.tensor([[1.0, -2.0], [3.0, 0.5]])
+    q = torch.quantize_per_tensor(torch.randn(5), 0.05, 3, torch.qint8)
+    a, b = torch.randn(2, 3), torch.randn(4, 3)
+    return {
+        # name: (the odd tensor, its dense logical values as a flat float64 tensor, the shape the item reports)
+        "sparse coo, duplicates": (_sparse_with_duplicates(), _sparse_with_duplicates().to_dense(), [4, 4]),
+        "sparse csr": (dense.to_sparse_csr(), dense, [6, 4]),
+        "sparse csc": (dense.to_sparse_csc(), dense, [6, 4]),
+        "sparse bsr": (blocky.to_sparse_bsr((2, 2)), blocky, [4, 4]),
+        "nested strided": (torch.nested.nested_tensor([a, b]), torch.cat([a.flatten(), b.flatten()]), [2, -1, 3]),
+        "nested jagged": (torch.nested.nested_tensor([a, b], layout=torch.jagged),
+                          torch.cat([a.flatten(), b.flatten()]), [2, -1, 3]),
+        "quantized": (q, q.dequantize(), [5]),
+        "mkldnn": (dense.to_mkldnn(), dense, [6, 4]),
+        "float8": (dense.to(torch.float8_e4m3fn), dense.to(torch.float8_e4m3fn).float(), [6, 4]),
+        "uint16": (torch.tensor([0, 7, 65535, 3]).to(torch.uint16), torch.tensor([0, 7, 65535, 3]), [4]),
+    }
+
+
+def _expected(values: torch.Tensor) -> dict:
+    v = values.to(torch.float64).flatten()
+    return {"Max": v.max().item(), "Min": v.min().item(), "Mean": v.mean().item(),
+            "Norm": torch.linalg.vector_norm(v).item(), "zero_count": int((v == 0).sum()),
+            "nan_count": 0, "inf_count": 0}
+
+
+def _saved_items(tmp_path, values: dict, summary_mode: str = "statistics", task: str = "statistics") -> tuple:
+    dbg = make_debugger(tmp_path, level="debug", steps=1, summary_mode=summary_mode, task=task)
+    for name, v in values.items():
+        dbg.save(v, name)
+    dbg.step()
+    dbg.close()
+    rank = rank_dirs(str(tmp_path / "dump"))[0]
+    with open(os.path.join(rank, "dump.json")) as f:
+        data = json.load(f)["data"]
+    return {k.rsplit(".", 2)[0]: v["value"] for k, v in data.items()}, dbg, rank
+
+
+def test_every_kind_gets_the_statistics_of_its_dense_values(tmp_path):
+    kinds = _kinds()
+    items, dbg, _ = _saved_items(tmp_path, {name: t for name, (t, _, _) in kinds.items()})
+    assert dbg.hook_errors == 0
+    for name, (t, dense, shape) in kinds.items():
+        item = items[name]
+        assert item["dtype"] == str(t.dtype), name
+        assert item["shape"] == shape, name
+        want = _expected(dense)
+        for key in ("Max", "Min", "Mean", "Norm"):
+            assert item[key] == pytest.approx(want[key], rel=1e-6), (name, key)
+        for key in ("zero_count", "nan_count", "inf_count"):
+            assert item[key] == want[key], (name, key)
+        assert list(item) == ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad",
+                              "zero_count", "nan_count", "inf_count"], name
+    # integer values keep integer extremes, dequantized ones are real numbers
+    assert items["uint16"]["Max"] == 65535 and isinstance(items["uint16"]["Max"], int)
+    assert isinstance(items["quantized"]["Max"], float)
+
+
+def test_a_sparse_tensor_with_a_nan_counts_in_the_step_health(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    i = torch.tensor([[0, 1], [0, 1]])
+    t = torch.sparse_coo_tensor(i, torch.tensor([float("nan"), 2.0]), (3, 3))
+    big = torch.sparse_coo_tensor(torch.tensor([[2], [2]]), torch.tensor([-7.0]), (3, 3))
+    items, dbg, _ = _saved_items(tmp_path, {"bad": t, "big": big})
+    item = items["bad"]
+    assert math.isnan(item["Max"]) and math.isnan(item["Min"])
+    assert (item["nan_count"], item["inf_count"], item["zero_count"]) == (1, 0, 7)
+    (events,) = glob.glob(os.path.join(str(tmp_path / "dump") + "_tb", "events", "*"))
+    acc = EventAccumulator(events)
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("tbprobe/nonfinite_tensors")] == [1.0]
+    assert [e.value for e in acc.Scalars("tbprobe/max_abs")] == [7.0]
+
+
+def test_the_health_of_rows_filled_at_once():
+    from tbprobe.collector.pytorch.stats import StatBuffer
+
+    sb = StatBuffer()
+    sb.fill_row({}, odd_tensors.stats_row(torch.tensor([-3.0, 2.0]).to_sparse()))
+    sb.fill_row({}, odd_tensors.stats_row(torch.tensor([float("inf"), 1.0]).to_sparse()))
+    nonfinite, max_abs, values = sb.host_health()
+    assert (nonfinite, max_abs, values) == (1, 3.0, True)
+    sb.reset()
+    assert sb.host_health() == (0, 0.0, False)
+
+
+@pytest.mark.parametrize("mode", ["md5", "xor"])
+def test_checksums_read_the_defining_bytes(tmp_path, mode):
+    coalesced = _sparse_with_duplicates().coalesce()
+    changed = torch.sparse_coo_tensor(coalesced.indices(), coalesced.values() + 1, (4, 4))
+    nested = torch.nested.nested_tensor([torch.ones(2, 3), torch.zeros(1, 3)])
+    items, dbg, _ = _saved_items(tmp_path, {"raw": _sparse_with_duplicates(), "coalesced": coalesced,
+                                           "changed": changed, "nested": nested}, summary_mode=mode)
+    assert dbg.hook_errors == 0
+    assert items["raw"]["md5"] == items["coalesced"]["md5"]       # the same tensor, however it is stored
+    assert items["raw"]["md5"] != items["changed"]["md5"]
+    assert items["nested"]["md5"]
+
+
+def test_task_tensor_saves_a_sparse_and_a_nested_tensor_whole(tmp_path):
+    sparse = _sparse_with_duplicates()
+    nested = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)])
+    items, dbg, rank = _saved_items(tmp_path, {"sparse": sparse, "nested": nested, "mkldnn": torch.ones(2).to_mkldnn()},
+                                    task="tensor")
+    assert dbg.hook_errors == 0
+    folder = os.path.join(rank, "dump_tensor_data")
+    back = torch.load(os.path.join(folder, items["sparse"]["data_name"]))
+    assert torch.equal(back.to_dense(), sparse.to_dense())
+    back = torch.load(os.path.join(folder, items["nested"]["data_name"]))
+    assert all(torch.equal(x, y) for x, y in zip(back.unbind(), nested.unbind()))
+    assert torch.equal(torch.load(os.path.join(folder, items["mkldnn"]["data_name"])), torch.ones(2))
+
+
+def test_sparse_embedding_gradients_at_l0(tmp_path):
+    """nn.Embedding(sparse=True) hands its weight a sparse gradient: the parameter gradient's record is there,
+    with the dense gradient's statistics, and training is bitwise the same."""
+    def train(dbg):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Embedding(50, 8, sparse=True), torch.nn.Linear(8, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        idx = torch.randint(0, 50, (3, 5))
+        grads = []
+        for _ in range(2):
+            if dbg:
+                dbg.start(model=model)
+            loss = model(idx).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            grads.append(model[0].weight.grad.to_dense().clone())
+            opt.step()
+            if dbg:
+                dbg.stop()
+                dbg.step()
+        return loss.detach(), list(model.parameters()), grads
+
+    plain_loss, plain_params, _ = train(None)
+    dbg = make_debugger(tmp_path, level="L0", steps=2)
+    loss, params, grads = train(dbg)
+    dbg.close()
+    assert torch.equal(loss, plain_loss) and all(torch.equal(a, b) for a, b in zip(params, plain_params))
+    assert dbg.hook_errors == 0
+    rank = rank_dirs(str(tmp_path / "dump"), 1)[0]
+    with open(os.path.join(rank, "dump.json")) as f:
+        data = json.load(f)["data"]
+    item = data["Module.0.Embedding.parameters_grad.0"]["weight"][0]
+    want = _expected(grads[1])
+    assert item["shape"] == [50, 8]
+    assert item["zero_count"] == want["zero_count"] > 0
+    for key in ("Max", "Min", "Mean", "Norm"):
+        assert item[key] == pytest.approx(want[key], rel=1e-6, abs=1e-12), key
+
+
+def test_transformer_encoder_eval_with_nested_tensors_at_l0(tmp_path):
+    """TransformerEncoder in eval turns a padded batch into a nested tensor for its layers: the layers keep their
+    records (PyTorch runs the layers' slow path while hooks are on them)."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True, dropout=0.0)
+    enc = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=True).eval()
+    x = torch.randn(2, 5, 8)
+    mask = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=enc)
+    with torch.no_grad():
+        enc(x, src_key_padding_mask=mask)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        data = json.load(f)["data"]
+    item = data["Module.layers.0.TransformerEncoderLayer.forward.0"]["input_args"][0]
+    assert item["shape"] == [2, -1, 8]           # the second sequence has 3 of its 5 positions
+    assert item["Max"] == pytest.approx(max(x[0].max().item(), x[1, :3].max().item()))

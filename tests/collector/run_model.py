@@ -60,9 +60,24 @@ def build(model_name: str):
 
         def loss_fn(logits, y):
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+    elif model_name == "chunks":
+        # a list of model chunks (a virtual pipeline's): start(model=[...]) names them Module.<i>.<path>
+        model = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()),
+                 torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 4))]
+        data = [(torch.randn(4, 8), torch.randn(4, 4)) for _ in range(4)]
+        loss_fn = F.mse_loss
     else:
         raise SystemExit(f"unknown model {model_name}")
     return model, data, loss_fn
+
+
+def _chained(chunks):
+    def forward(x):
+        for chunk in chunks:
+            x = chunk(x)
+        return x
+
+    return forward
 
 
 def collected_step(debugger, model, opt, loss_fn, x, y, forward=None):
@@ -81,10 +96,12 @@ def collected_step(debugger, model, opt, loss_fn, x, y, forward=None):
 
 def train(debugger, model_name: str, steps: int):
     model, data, loss_fn = build(model_name)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    chunks = model if isinstance(model, list) else [model]
+    opt = torch.optim.SGD([p for m in chunks for p in m.parameters()], lr=0.1)
+    forward = _chained(model) if isinstance(model, list) else None
     losses = []
     for step in range(steps):
-        loss = collected_step(debugger, model, opt, loss_fn, *data[step % len(data)])
+        loss = collected_step(debugger, model, opt, loss_fn, *data[step % len(data)], forward=forward)
         if debugger is not None:
             debugger.step()
         losses.append(loss.detach().clone())

@@ -10,6 +10,7 @@ from conftest import load_rank, make_debugger, rank_dirs
 from run_model import build, train
 
 from tbprobe import PrecisionDebugger
+from tbprobe.errors import TbprobeError
 
 
 def dump_of(tmp_path, step=0):
@@ -402,3 +403,32 @@ def test_module_backward_gradients_of_shared_node_outputs_and_unused_ones(tmp_pa
     assert rec["output"][0]["Norm"] == pytest.approx(hs.grad.norm().item(), rel=1e-6)
     lin = data["Module.lin.Linear.backward.0"]
     assert lin["input"][0]["Norm"] == pytest.approx(h.grad.norm().item(), rel=1e-6)
+
+
+def test_a_list_of_model_chunks_and_fsdp_wrappers(tmp_path):
+    """Each chunk's modules are named Module.<i>.<path>.<Class> (the reference's names; test_peers compares them
+    with msprobe's dump), a FullyShardedDataParallel wrapper is not a node of its own (the reference records what
+    it wraps), and a model that is neither a module nor a list of them is a clear error at start()."""
+    class FullyShardedDataParallel(torch.nn.Module):      # stands for torch's wrapper: only its name counts
+        def __init__(self, inner):
+            super().__init__()
+            self._fsdp_wrapped_module = inner
+
+        def forward(self, x):
+            return self._fsdp_wrapped_module(x)
+
+    chunks = [torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()),
+              torch.nn.Sequential(FullyShardedDataParallel(torch.nn.Linear(4, 2)))]
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    with pytest.raises(TbprobeError, match="a torch.nn.Module or a list or tuple of them.*a list holding str"):
+        dbg.start(model=[chunks[0], "not a module"])
+    dbg.start(model=tuple(chunks))
+    chunks[1](chunks[0](torch.randn(3, 4))).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = load_rank(rank_dirs(str(tmp_path / "dump"))[0])["dump"]["data"]
+    assert sorted(n for n in data if ".forward." in n) == [
+        "Module.0.0.Linear.forward.0", "Module.0.1.ReLU.forward.0",
+        "Module.1.0._fsdp_wrapped_module.Linear.forward.0"]
+    assert dbg.hook_errors == 0

@@ -138,3 +138,14 @@ def test_msprobe_compare_accepts_tbprobe_dump(tmp_path):
         rows = list(csv.DictReader(f))
     assert len(rows) > 300
     assert {r["Result"] for r in rows} == {"pass"}
+
+
+def test_a_list_of_model_chunks_gives_msprobes_nodes(tmp_path):
+    """start(model=[chunk0, chunk1]), as Megatron's virtual pipeline calls it: the same records and construct as
+    msprobe's dump of the same chunks."""
+    need_peers()
+    ms = load_rank(rank_dirs(msprobe_dump(tmp_path, "chunks", "L0"))[0])
+    tb = load_rank(rank_dirs(tbprobe_dump(tmp_path, "chunks", "L0"))[0])
+    assert set(tb["dump"]["data"]) == set(ms["dump"]["data"])
+    assert "Module.1.1.Linear.forward.0" in tb["dump"]["data"]
+    assert tb["construct"] == ms["construct"]

@@ -5,7 +5,7 @@ import functools
 import logging
 import os
 import time
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import torch
 
@@ -74,7 +74,7 @@ class PrecisionDebugger:
         self._debug_counts: dict = {}
 
     # --- the reference's API --------------------------------------------------------------------------------
-    def start(self, model: Optional[torch.nn.Module] = None) -> None:
+    def start(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module], None] = None) -> None:
         """Begin (or resume) collecting the current step."""
         if self._finished:
             return
@@ -89,6 +89,9 @@ class PrecisionDebugger:
         if self._modules is not None:
             if model is None:
                 raise TbprobeError(f"level {self.config.level} records modules: call start(model=your_model)")
+            if not _is_model(model):
+                raise TbprobeError("start(model=...): a torch.nn.Module or a list or tuple of them (model chunks), "
+                                   f"not {_describe(model)}")
             self.model = model
             self._modules.attach(model)
         if not self._step_open:
@@ -277,6 +280,19 @@ class PrecisionDebugger:
             self._events.close()
         if self._live is not None:
             self._live.close()
+
+
+def _is_model(model: Any) -> bool:
+    if isinstance(model, (list, tuple)):
+        return len(model) > 0 and all(isinstance(m, torch.nn.Module) for m in model)
+    return isinstance(model, torch.nn.Module)
+
+
+def _describe(model: Any) -> str:
+    if isinstance(model, (list, tuple)):
+        odd = [type(m).__name__ for m in model if not isinstance(m, torch.nn.Module)]
+        return f"a {type(model).__name__} holding {odd[0]}" if odd else f"an empty {type(model).__name__}"
+    return type(model).__name__
 
 
 def _save_tensor(path: str, t: torch.Tensor) -> None:

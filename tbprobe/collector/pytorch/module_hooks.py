@@ -6,7 +6,7 @@ output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's grap
 import logging
 import sys
 from functools import partial
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence, Union
 
 import torch
 
@@ -78,7 +78,17 @@ class ModuleHooks:
         self.model_ids: set = set()
         self._calls: Dict[int, List[_Call]] = {}
 
-    def attach(self, model: torch.nn.Module) -> None:
+    def attach(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module]]) -> None:
+        """Hooks on every module of `model`, or of every model in a list or tuple (the model chunks of a virtual
+        pipeline), named as the reference names them: `Module.<path>.<Class>`, `Module.<i>.<path>.<Class>` for
+        the i-th model of a list."""
+        if isinstance(model, (list, tuple)):
+            for i, m in enumerate(model):
+                self._attach_one(m, f"{self.prefix}.{i}")
+        else:
+            self._attach_one(model, self.prefix)
+
+    def _attach_one(self, model: torch.nn.Module, prefix: str) -> None:
         if id(model) in self.model_ids:
             return
         self.model_ids.add(id(model))
@@ -92,14 +102,16 @@ class ModuleHooks:
                 continue
             if path == "" and mod is model:
                 continue  # the root is the graph's DefaultModel, as in the reference
-            base = f"{self.prefix}.{path}.{type(mod).__name__}"
+            if type(mod).__name__ == "FullyShardedDataParallel":
+                continue  # the reference records what FSDP wraps, not the wrapper
+            base = f"{prefix}.{path}.{type(mod).__name__}"
             try:
                 self._hook_module(mod, base)
             except Exception as exc:   # a module type that refuses hooks: left out, training goes on
                 self.session.guard.report(f"hooking {base}", exc)
         if scripted:
             log.warning("tbprobe: %s TorchScript (PyTorch allows no hooks on a ScriptModule): not recorded at %s",
-                        ", ".join(f"Module.{p}" if p else "the model" for p in scripted[:5])
+                        ", ".join(f"{prefix}.{p}" if p else "the model" for p in scripted[:5])
                         + (f" and {len(scripted) - 5} more" if len(scripted) > 5 else "")
                         + (" is" if len(scripted) == 1 else " are"), "module level")
 

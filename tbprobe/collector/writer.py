@@ -2,7 +2,8 @@
 caller's step() (the reference's default). Framework-neutral.
 
 Layout (the reference's): dump_path/step{N}/rank{R}|proc{pid}/{dump,construct,stack}.json, plus
-dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors. dump.json is written last, to a
+dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors; at level debug debug.json alone, in
+dump.json's place. dump.json is written last, to a
 temporary name and renamed: a rank folder counts as a step only once its dump.json is there (tbprobe's and the
 reference's readers both look for it), so a killed process never leaves a half step that looks whole. The side
 files before it are written in place (a temporary name and a rename would be two more file-system calls each), or
@@ -216,6 +217,13 @@ class StepWriter:
             dirs = ()
             for fname, payload in record.tensor_files:
                 self.save_tensor(os.path.join(data_dir, fname), payload)
+        if self.level == "debug":
+            # the reference's level debug: the saved values in debug.json, alone (no construct, no stacks)
+            self._write_files(dirs, [self._dump_file(os.path.join(out, "debug.json"), data_dir, record.entries,
+                                                     not record.nonfinite)])
+            if self.on_step_written is not None:
+                self.on_step_written(out, record.step, health, not self._steps_pending())
+            return
         if self.extra_info:
             groups: Dict[int, List[str]] = {}
             for name, sid in record.stack_of.items():

@@ -164,16 +164,56 @@ def test_loop_conveniences_and_init_step(tmp_path):
     assert step7 and all("fc2" in n for n in step7)
 
 
+def _debug_json(tmp_path, step=0):
+    (rank,) = rank_dirs(str(tmp_path / "dump"), step)
+    assert sorted(os.listdir(rank)) == ["debug.json"]      # the reference's level debug: debug.json alone
+    with open(os.path.join(rank, "debug.json")) as f:
+        return json.load(f)
+
+
 def test_debug_level_save(tmp_path):
-    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="debug", step=[0])
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="debug", step=[0, 1])
     t = torch.arange(4.0)
     dbg.save(t, "activations")
-    dbg.save({"w": t * 2}, "activations")
+    dbg.save({"w": t * 2}, "activations", save_backward=False)
+    dbg.step()
+    dbg.save(t, "activations")
     dbg.step()
     dbg.close()
-    data = dump_of(tmp_path)["dump"]["data"]
-    assert data["activations.0.debug"]["value"]["Max"] == 3.0
-    assert data["activations.1.debug"]["value"]["w"]["Max"] == 6.0
+    doc = _debug_json(tmp_path)
+    assert {k: doc[k] for k in ("task", "level", "framework")} == {"task": "statistics", "level": "debug",
+                                                                   "framework": "pytorch"}
+    data = doc["data"]
+    assert list(data) == ["activations.0.debug", "activations_grad.0.debug", "activations.1.debug"]
+    assert data["activations.0.debug"]["Max"] == 3.0
+    assert data["activations_grad.0.debug"] is None           # t does not require grad
+    assert data["activations.1.debug"]["w"]["Max"] == 6.0
+    assert list(_debug_json(tmp_path, 1)["data"]) == ["activations.0.debug", "activations_grad.0.debug"]
+
+
+def test_debug_level_save_backward(tmp_path):
+    """`<name>_grad.<n>.debug` mirrors the saved value with null leaves; backward fills each leaf whose tensor
+    gets a gradient, and the hooks go when the step ends."""
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="debug", step=[0, 1])
+    w = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    for _ in range(2):
+        h = w * 2
+        dbg.save({"h": h, "k": 3, "plain": torch.ones(2), "l": [h * 3, 7]}, "mixed")
+        dbg.save(w, "leaf")
+        (h ** 2).sum().backward()        # d/dw sum((2w)^2) = 8w
+        dbg.save(h, "late")              # after the backward: no gradient comes
+        dbg.step()
+        w.grad = None
+    dbg.close()
+    assert dbg.hook_errors == 0
+    assert not w._backward_hooks                     # each step's hooks went with it
+    data = _debug_json(tmp_path, 1)["data"]
+    grad = data["mixed_grad.0.debug"]
+    assert grad["h"]["Max"] == 12.0 and grad["h"]["Min"] == -8.0      # dL/dh = 2h
+    assert grad["h"]["requires_grad"] is False
+    assert (grad["k"], grad["plain"], grad["l"]) == (None, None, [None, None])
+    assert data["leaf_grad.0.debug"]["Max"] == 24.0 and data["leaf_grad.0.debug"]["Min"] == -16.0
+    assert data["late_grad.0.debug"] is None
 
 
 def test_dataflow_side_file_and_health_events(tmp_path):

@@ -68,9 +68,9 @@ def _saved_items(tmp_path, values: dict, summary_mode: str = "statistics", task:
     dbg.step()
     dbg.close()
     rank = rank_dirs(str(tmp_path / "dump"))[0]
-    with open(os.path.join(rank, "dump.json")) as f:
+    with open(os.path.join(rank, "debug.json")) as f:
         data = json.load(f)["data"]
-    return {k.rsplit(".", 2)[0]: v["value"] for k, v in data.items()}, dbg, rank
+    return {k.rsplit(".", 2)[0]: v for k, v in data.items()}, dbg, rank
 
 
 def test_every_kind_gets_the_statistics_of_its_dense_values(tmp_path):

@@ -5,6 +5,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 
 import pytest
 from conftest import PEER_MSPROBE, PEER_PYTHON, load_rank, make_debugger, need_peers, rank_dirs
@@ -149,3 +150,56 @@ def test_a_list_of_model_chunks_gives_msprobes_nodes(tmp_path):
     assert set(tb["dump"]["data"]) == set(ms["dump"]["data"])
     assert "Module.1.1.Linear.forward.0" in tb["dump"]["data"]
     assert tb["construct"] == ms["construct"]
+
+
+_DEBUG_SCRIPT = """
+import json, os, sys
+import torch
+from {module} import PrecisionDebugger
+out = sys.argv[1]
+cfg = {{"task": "statistics", "dump_path": out, "rank": [], "step": [0], "level": "debug", "async_dump": False,
+       "statistics": {{"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}}}
+with open(out + "_config.json", "w") as f:
+    json.dump(cfg, f)
+dbg = PrecisionDebugger(config_path=out + "_config.json")
+torch.manual_seed(0)
+w = torch.randn(3, requires_grad=True)
+h = w * 2
+dbg.save({{"a": h, "k": 3, "c": torch.ones(2), "l": [h * 3, 7]}}, "mixed")
+dbg.save(torch.ones(2), "nograd")
+dbg.save(5, "scalar")
+dbg.save(w, "leaf")
+dbg.save(h, "kept", save_backward=False)
+(h ** 2).sum().backward()
+dbg.save(h, "late")
+dbg.step()
+"""
+
+
+def _strip_extras(v):
+    if isinstance(v, dict):
+        return {k: _strip_extras(x) for k, x in v.items() if k not in ("zero_count", "nan_count", "inf_count")}
+    if isinstance(v, list):
+        return [_strip_extras(x) for x in v]
+    return v
+
+
+def test_debug_level_matches_msprobes_debug_json(tmp_path):
+    """The same save() calls under both tools: the same debug.json entries, structures and statistics (tbprobe's
+    extra counts aside)."""
+    need_peers()
+    docs = {}
+    for tool, python, module in (("ms", PEER_PYTHON, "msprobe.pytorch"), ("tb", sys.executable, "tbprobe")):
+        script = tmp_path / f"{tool}_debug.py"
+        script.write_text(_DEBUG_SCRIPT.format(module=module))
+        out = str(tmp_path / f"{tool}_dump")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(HERE)))
+        subprocess.run([python, str(script), out], check=True, capture_output=True, timeout=600, env=env)
+        (rank,) = rank_dirs(out)
+        assert sorted(os.listdir(rank)) == ["debug.json"], tool
+        with open(os.path.join(rank, "debug.json")) as f:
+            docs[tool] = json.load(f)
+    assert list(docs["tb"]["data"]) == list(docs["ms"]["data"])
+    tb = _strip_extras(docs["tb"]["data"])
+    for key, want in docs["ms"]["data"].items():
+        assert tb[key] == pytest.approx(want) if not isinstance(want, (dict, list)) else tb[key] == want, key

@@ -15,6 +15,7 @@ from tbprobe.collector.filters import StepFilter
 from tbprobe.collector.guard import HookGuard
 from tbprobe.collector.live_graph import LiveGraph
 from tbprobe.collector.pytorch.api_mode import ApiCapture
+from tbprobe.collector.pytorch.debug_save import DebugSaver
 from tbprobe.collector.pytorch.distributed import DistributedCapture
 from tbprobe.collector.pytorch.module_hooks import ModuleHooks
 from tbprobe.collector.pytorch.session import Session
@@ -71,7 +72,7 @@ class PrecisionDebugger:
         self._closing = False
         self._step_open = False
         self._finished = False
-        self._debug_counts: dict = {}
+        self._debug = DebugSaver(self.session)
 
     # --- the reference's API --------------------------------------------------------------------------------
     def start(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module], None] = None) -> None:
@@ -127,6 +128,7 @@ class PrecisionDebugger:
                     self._writer.flush()    # async_dump false: the step's files are complete when step() returns
             except Exception as exc:
                 self.guard.report("step end", exc)
+            self._debug.end_step()
         self.current_step += 1
         if self.steps.finished(self.current_step):
             self._finish(None)
@@ -138,10 +140,14 @@ class PrecisionDebugger:
             raise TbprobeError(f"set_init_step: invalid step {step!r}")
         self.current_step = step
 
-    def save(self, obj: Any, name: str) -> None:
-        """Level debug: record `obj` (tensor or nested container) as `<name>.<n>.debug`."""
+    def save(self, obj: Any, name: str, save_backward: bool = True) -> None:
+        """Level debug: record `obj` (a tensor, or a nested list, tuple or dict of them and plain values) as
+        `<name>.<n>.debug` in the step's debug.json, and with `save_backward` its gradients as
+        `<name>_grad.<n>.debug` when backward reaches them (debug_save.py)."""
         if self.config.level != "debug" or self._finished:
             return
+        if not isinstance(name, str):
+            raise TbprobeError(f"save: name must be a str, not {type(name).__name__}")
         if not self.steps.step_wanted(self.current_step):
             return
         try:
@@ -149,16 +155,7 @@ class PrecisionDebugger:
             if not self._step_open:
                 self.session.begin_step(self.current_step)
                 self._step_open = True
-            n = self._debug_counts.get((self.current_step, name), 0)
-            self._debug_counts[(self.current_step, name)] = n + 1
-            key = f"{name}.{n}.debug"
-            s = self.session
-            s.busy += 1
-            try:
-                s.record.add_entry(key, {"value": s.items.value(obj, key)})
-                s.record.add_construct(key, None)
-            finally:
-                s.busy -= 1
+            self._debug.save(obj, name, bool(save_backward))
         except Exception as exc:
             self.guard.report("save", exc)
 
@@ -224,7 +221,9 @@ class PrecisionDebugger:
         cfg = self.config
         check_writable(cfg.dump_path)
         self._events = HealthEvents(cfg.dump_path)
-        self._live = LiveGraph(cfg.dump_path) if self.live_graph and cfg.extra_info else None
+        # (level debug writes debug.json alone, as the reference does: no graph to show)
+        self._live = (LiveGraph(cfg.dump_path) if self.live_graph and cfg.extra_info and cfg.level != "debug"
+                      else None)
         self._writer = StepWriter(cfg.dump_path, cfg.task, cfg.level, "pytorch", cfg.extra_info, self.stacks,
                                   save_tensor=_save_tensor, on_step_written=self._on_written,
                                   background=cfg.async_dump)

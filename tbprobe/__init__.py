@@ -10,6 +10,8 @@ __version__ = "0.1.0"
 __all__ = [
     "PrecisionDebugger",
     "seed_all",
+    "module_dump",
+    "module_dump_end",
     "TrainerMon",
     "__version__",
 ]
@@ -17,6 +19,8 @@ __all__ = [
 _LAZY = {
     "PrecisionDebugger": ("tbprobe.collector", "PrecisionDebugger"),
     "seed_all": ("tbprobe.collector", "seed_all"),
+    "module_dump": ("tbprobe.collector", "module_dump"),
+    "module_dump_end": ("tbprobe.collector", "module_dump_end"),
     "TrainerMon": ("tbprobe.monitor", "TrainerMon"),
 }
 

@@ -190,14 +190,17 @@ class ApiCapture:
             return risk == "core"
         return risk != "low"
 
-    def call(self, func, prefix: str, api: str, args, kwargs):
+    def call(self, func, prefix: str, api: str, args, kwargs, custom: bool = False):
+        """Record one call of `func` as `<prefix>.<api>.<n>.forward` (and its backward). `custom`: a function
+        the user registered (register_custom_api), recorded whatever the risk level, as one call: the torch calls
+        inside it are not recorded, as the reference does it."""
         s = self.session
         s.busy += 1
         try:
             base = f"{prefix}.{api}"
             name = api_name(prefix, api, s.counters.next(base), "forward")
             parent = s.forward_parent()
-            data = self._with_data(api, prefix) and s.record_data(name)
+            data = (custom or self._with_data(api, prefix)) and s.record_data(name)
             if data:
                 rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs else (args, kwargs)
                 args_items = s.items.list_items(rec_args, f"{name}.input")
@@ -211,9 +214,16 @@ class ApiCapture:
             s.guard.report("operator pre-call", exc)
             s.busy -= 1
             return func(*args, **kwargs)
-        s.busy -= 1
-        out = func(*args, **kwargs)
-        s.busy += 1
+        if custom:
+            try:
+                out = func(*args, **kwargs)     # busy: the calls inside are not recorded
+            except BaseException:
+                s.busy -= 1
+                raise
+        else:
+            s.busy -= 1
+            out = func(*args, **kwargs)
+            s.busy += 1
         try:
             s.record.add_construct(name, parent)
             outs = flatten_tensors(out)

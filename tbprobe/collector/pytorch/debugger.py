@@ -5,6 +5,7 @@ import functools
 import logging
 import os
 import time
+import weakref
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import torch
@@ -15,15 +16,20 @@ from tbprobe.collector.filters import StepFilter
 from tbprobe.collector.guard import HookGuard
 from tbprobe.collector.live_graph import LiveGraph
 from tbprobe.collector.pytorch.api_mode import ApiCapture
+from tbprobe.collector.pytorch.custom_api import CustomApis
 from tbprobe.collector.pytorch.debug_save import DebugSaver
 from tbprobe.collector.pytorch.distributed import DistributedCapture
+from tbprobe.collector.pytorch.module_dump import ModuleDumper
+from tbprobe.collector.pytorch.module_dump import check_args as check_module_dump_args
 from tbprobe.collector.pytorch.module_hooks import ModuleHooks
 from tbprobe.collector.pytorch.session import Session
+from tbprobe.collector.pytorch.token_range import TokenWindow, check_token_range
+from tbprobe.collector.pytorch.token_range import check_root as check_token_root
 from tbprobe.collector.recorder import StackInterner
 from tbprobe.collector.writer import StepWriter, check_writable
 from tbprobe.errors import TbprobeError
 
-__all__ = ["PrecisionDebugger"]
+__all__ = ["PrecisionDebugger", "module_dump", "module_dump_end"]
 
 log = logging.getLogger("tbprobe.collector")
 
@@ -73,13 +79,37 @@ class PrecisionDebugger:
         self._step_open = False
         self._finished = False
         self._debug = DebugSaver(self.session)
+        self._custom = CustomApis(lambda: self._apis, self.session)
+        self._module_dump = ModuleDumper(self.session, cfg.level, self._pause_operators, self._resume_operators)
+        self._tokens = TokenWindow(self._pause_collection, self._resume_collection)
+        self._rank_id: Optional[int] = None       # start(rank_id=...): the rank when torch.distributed cannot tell
+        self._collecting = False                  # between start() and stop()
+        self._told_scheduled = False
+        global _latest
+        _latest = weakref.ref(self)
 
     # --- the reference's API --------------------------------------------------------------------------------
-    def start(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module], None] = None) -> None:
-        """Begin (or resume) collecting the current step."""
+    def start(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module], None] = None,
+              token_range: Optional[Sequence[int]] = None, rank_id: Optional[int] = None,
+              scheduled_tokens: Any = None) -> None:
+        """Begin (or resume) collecting the current step. As the reference's start: `token_range=[first, last]`
+        collects only those forwards of the model in inference (token_range.py); `rank_id` names the rank where
+        torch.distributed is not initialised; `scheduled_tokens` (a vLLM request's slicing) is not supported: the
+        step is collected whole, with one warning."""
         if self._finished:
             return
-        if not self.steps.step_wanted(self.current_step) or not self.steps.rank_wanted(_rank()):
+        tokens = check_token_range(token_range)
+        if tokens is not None:
+            check_token_root(model if model is not None else self.model)
+        if rank_id is not None:
+            if not isinstance(rank_id, int) or isinstance(rank_id, bool) or rank_id < 0:
+                raise TbprobeError(f"start: rank_id must be an int >= 0, not {rank_id!r}")
+            self._rank_id = rank_id
+        if scheduled_tokens is not None and not self._told_scheduled:
+            self._told_scheduled = True
+            log.warning("tbprobe: start(scheduled_tokens=...) (a vLLM request's slicing) is not supported: "
+                        "each step is collected whole")
+        if not self.steps.step_wanted(self.current_step) or not self.steps.rank_wanted(self._rank()):
             self._uninstall_apis()      # (set_init_step may have moved past the collected steps)
             return
         self._open_writer()
@@ -99,15 +129,61 @@ class PrecisionDebugger:
             self.session.begin_step(self.current_step)
             if self._modules is not None:
                 self._modules.begin_step()
+            self._module_dump.begin_step()
             self._step_open = True
-        self.session.active = True
-        if self._apis is not None:
-            self._apis.enter()
-            self._dist.enter()
+        self._collecting = True
+        self._resume_collection()
+        if tokens is not None:
+            self._tokens.arm(model if model is not None else self.model, tokens)
 
     def stop(self) -> None:
         """Pause collection (the step stays open until step())."""
+        self._collecting = False
+        self._tokens.disarm()
+        self._pause_collection()
+
+    # --- the reference's other calls -------------------------------------------------------------------------
+    def register_custom_api(self, module: Any, api: str, api_prefix: Optional[str] = None) -> None:
+        """Record `module.<api>` as one operator, `<api_prefix or module.__name__>.<api>.<n>`, at L1 and mix
+        (custom_api.py)."""
+        self._custom.register(module, api, api_prefix)
+
+    def restore_custom_api(self, module: Any, api: str) -> None:
+        self._custom.restore(module, api)
+
+    def module_dump(self, module: torch.nn.Module, dump_name: str) -> None:
+        """At L1, record `module` as one node `Module.<dump_name>.<Class>` until module_dump_end() (module_dump.py);
+        also `tbprobe.module_dump(module, dump_name)`, as the reference's function."""
+        why = check_module_dump_args(module, dump_name)
+        if why:
+            raise TbprobeError(why)
+        if self._finished:
+            return
+        try:
+            self._module_dump.start(module, dump_name)
+        except Exception as exc:
+            self.guard.report("module_dump", exc)
+
+    def module_dump_end(self) -> None:
+        self._module_dump.end()
+
+    # --- collection on and off: start/stop, a token range, a module_dump window --------------------------------
+    def _resume_collection(self) -> None:
+        if not self._collecting:
+            return
+        self.session.active = True
+        self._resume_operators()
+
+    def _pause_collection(self) -> None:
         self.session.active = False
+        self._pause_operators()
+
+    def _resume_operators(self) -> None:
+        if self._apis is not None and self.session.active and not self._module_dump.window_open:
+            self._apis.enter()
+            self._dist.enter()
+
+    def _pause_operators(self) -> None:
         if self._apis is not None:
             self._apis.exit()
             self._dist.exit()
@@ -211,8 +287,11 @@ class PrecisionDebugger:
         self._finish(None)
 
     # --- internals --------------------------------------------------------------------------------------------
+    def _rank(self) -> Optional[int]:
+        return self._rank_id if self._rank_id is not None else _rank()
+
     def _rank_dir(self) -> str:
-        r = _rank()
+        r = self._rank()
         return f"rank{r}" if r is not None else f"proc{os.getpid()}"
 
     def _open_writer(self) -> None:
@@ -268,6 +347,9 @@ class PrecisionDebugger:
             log.error("tbprobe: %s", message)
         self.stop()
         self._uninstall_apis()
+        self._custom.restore_all()
+        self._module_dump.detach()
+        self._tokens.remove()
         if self._modules is not None:
             self._modules.detach()
         if self._writer is not None:
@@ -279,6 +361,26 @@ class PrecisionDebugger:
             self._events.close()
         if self._live is not None:
             self._live.close()
+
+
+_latest: Optional["weakref.ReferenceType[PrecisionDebugger]"] = None   # the debugger module_dump() acts on
+
+
+def _latest_debugger(what: str) -> PrecisionDebugger:
+    dbg = _latest() if _latest is not None else None
+    if dbg is None:
+        raise TbprobeError(f"{what}: create a PrecisionDebugger first")
+    return dbg
+
+
+def module_dump(module: torch.nn.Module, dump_name: str) -> None:
+    """The reference's module_dump(module, dump_name), on the PrecisionDebugger made last."""
+    _latest_debugger("module_dump").module_dump(module, dump_name)
+
+
+def module_dump_end() -> None:
+    """The reference's module_dump_end(), on the PrecisionDebugger made last."""
+    _latest_debugger("module_dump_end").module_dump_end()
 
 
 def _is_model(model: Any) -> bool:

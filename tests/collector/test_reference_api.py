@@ -1,0 +1,134 @@
+"""The reference's calls beyond start/stop/step (msprobe users switch by changing one import): custom APIs,
+module_dump, start's token_range, rank_id and scheduled_tokens, save's save_backward (test_levels_and_options.py)
+and seed_all's is_enhanced. The expected names are the reference's; the peer test below checks them against
+msprobe's own dumps of the same calls."""
+import json
+import logging
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+from conftest import PEER_PYTHON, make_debugger, need_peers, rank_dirs
+from reference_api_cases import fused_op, run
+
+from tbprobe import PrecisionDebugger, module_dump, module_dump_end, seed_all
+from tbprobe.errors import TbprobeError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+EXPECTED = {
+    "custom": ["mylib.fused_op.0.forward", "mylib.fused_op.1.forward", "Tensor.sum.0.forward", "Tensor.sum.0.backward",
+               "mylib.fused_op.1.backward", "mylib.fused_op.0.backward"],
+    "module_dump": ["Functional.linear.0.forward", "Module.block.Sequential.forward.0", "Functional.linear.1.forward",
+                    "Tensor.sum.0.forward", "Tensor.sum.0.backward", "Functional.linear.1.backward",
+                    "Module.block.Sequential.backward.0", "Functional.linear.0.backward"],
+    # forwards 1 and 2 of five, each with what follows it up to the next forward
+    "tokens": ["Functional.linear.0.forward", "Module.0.Linear.forward.0", "Torch.tanh.0.forward",
+               "Module.1.Tanh.forward.0", "Tensor.__add__.0.forward", "Functional.linear.1.forward",
+               "Module.0.Linear.forward.1", "Torch.tanh.1.forward", "Module.1.Tanh.forward.1",
+               "Tensor.__add__.1.forward"],
+    "rank": ["Tensor.sum.0.forward"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_the_reference_calls_record_the_reference_names(tmp_path, case):
+    got = run("tbprobe", case, str(tmp_path / "dump"))
+    assert got["names"] == EXPECTED[case]
+    if case == "rank":
+        assert got["rank_dir"] == "rank3"
+    if case == "custom":
+        assert got["restored"]
+
+
+@pytest.mark.peers
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_the_reference_calls_match_msprobe(tmp_path, case):
+    need_peers()
+    out = {}
+    for tool, python in (("msprobe", PEER_PYTHON), ("tbprobe", sys.executable)):
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(HERE)))
+        proc = subprocess.run([python, os.path.join(HERE, "reference_api_cases.py"), tool, case,
+                               str(tmp_path / tool)], capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[tool] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["tbprobe"] == out["msprobe"]
+
+
+def test_a_custom_api_outside_l1_or_a_collected_step_only_calls_the_function(tmp_path):
+    lib = types.ModuleType("mylib")
+    lib.fused_op = fused_op
+    x = torch.randn(3)
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.register_custom_api(lib, "fused_op", api_prefix="Fused")
+    assert torch.equal(lib.fused_op(x), fused_op(x))       # not collecting: the function itself
+    model = torch.nn.Linear(3, 3)
+    dbg.start(model=model)
+    lib.fused_op(model(x))                                  # L0: modules only
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert lib.fused_op is fused_op                         # close() put it back
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        assert not any(n.startswith("Fused.") for n in json.load(f)["data"])
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    dbg = make_debugger(tmp_path, level="L1", steps=1)
+    lib = types.ModuleType("mylib")
+    with pytest.raises(TbprobeError, match="has no attribute 'nope'"):
+        dbg.register_custom_api(lib, "nope")
+    lib.fused_op = fused_op
+    with pytest.raises(TbprobeError, match="api_prefix must be a str"):
+        dbg.register_custom_api(lib, "fused_op", api_prefix=3)
+    with pytest.raises(TbprobeError, match="must be a torch.nn.Module"):
+        module_dump("not a module", "x")
+    with pytest.raises(TbprobeError, match="non-empty str"):
+        module_dump(torch.nn.Linear(2, 2), "")
+    for bad in ([3], [2, 1], [-1, 2], "0-3", [0, 1.5]):
+        with pytest.raises(TbprobeError, match="token_range"):
+            dbg.start(token_range=bad)
+    with pytest.raises(TbprobeError, match="token_range needs the model"):
+        dbg.start(token_range=[0, 1])
+    assert not dbg.session.active        # refused before anything was switched on
+    with pytest.raises(TbprobeError, match="rank_id must be an int >= 0"):
+        dbg.start(rank_id=-1)
+    dbg.close()
+    module_dump_end()            # nothing open: nothing to do
+
+
+def test_module_dump_at_l0_changes_nothing(tmp_path, caplog):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    with caplog.at_level(logging.INFO, logger="tbprobe.collector"):
+        dbg.start(model=model)
+        dbg.module_dump(model[0], "first")
+        model(torch.randn(2, 4)).sum().backward()
+        dbg.module_dump_end()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert any("records every module already" in r.getMessage() for r in caplog.records)
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        names = json.load(f)["data"]
+    assert "Module.0.Linear.forward.0" in names and not any(".first." in n for n in names)
+
+
+def test_scheduled_tokens_and_is_enhanced_are_taken_with_a_warning(tmp_path, caplog):
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0, 1])
+    with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
+        for _ in range(2):
+            dbg.start(scheduled_tokens={"req-1": 4})
+            torch.ones(2).sum()
+            dbg.stop()
+            dbg.step()
+        seed_all(7, is_enhanced=True)
+    dbg.close()
+    warned = [r.getMessage() for r in caplog.records]
+    assert sum("scheduled_tokens" in m for m in warned) == 1           # once, not every step
+    assert any("is_enhanced" in m for m in warned)
+    assert len(rank_dirs(str(tmp_path / "dump"), 1)) == 1               # both steps collected whole
+    assert torch.initial_seed() == 7

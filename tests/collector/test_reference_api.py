@@ -132,3 +132,28 @@ def test_scheduled_tokens_and_is_enhanced_are_taken_with_a_warning(tmp_path, cap
     assert any("is_enhanced" in m for m in warned)
     assert len(rank_dirs(str(tmp_path / "dump"), 1)) == 1               # both steps collected whole
     assert torch.initial_seed() == 7
+
+
+def test_one_debugger_per_dump_path_and_calls_on_the_class(tmp_path, caplog):
+    """As the reference's debugger is one per process: constructing again with an open debugger's dump_path
+    gives it back (two would hook twice and write the same step folders), and PrecisionDebugger.step() on the
+    class acts on the debugger made last. Other dump paths, and a closed debugger's, get a new one."""
+    path = str(tmp_path / "dump")
+    first = PrecisionDebugger(dump_path=path, level="L1", step=[0, 1])
+    assert PrecisionDebugger(dump_path=path, level="L1", step=[0, 1]) is first
+    with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
+        assert PrecisionDebugger(dump_path=path, level="mix", step=[0, 1]) is first
+    assert any("open already" in r.getMessage() for r in caplog.records)
+    other = PrecisionDebugger(dump_path=str(tmp_path / "other"), level="L1", step=[0])
+    assert other is not first
+    first.start()
+    torch.ones(2).sum()
+    first.stop()
+    PrecisionDebugger.step()          # on the class: the debugger made last, `other`
+    assert other.current_step == 1 and first.current_step == 0
+    first.step()
+    first.close()
+    again = PrecisionDebugger(dump_path=path, level="L1", step=[0])
+    assert again is not first
+    again.close()
+    other.close()

@@ -5,8 +5,9 @@ import functools
 import logging
 import os
 import time
+import types
 import weakref
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import torch
 
@@ -45,19 +46,53 @@ def _rank() -> Optional[int]:
     return None
 
 
+class _OnLatest:
+    """A method that can also be called on the class, as the reference's classmethods are
+    (`PrecisionDebugger.step()`): it then acts on the debugger made last."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj: Any, cls: Any = None) -> Callable:
+        if obj is None:
+            obj = _latest_debugger(f"PrecisionDebugger.{self.fn.__name__}")
+        return types.MethodType(self.fn, obj)
+
+
 class PrecisionDebugger:
     """Records statistics of modules (L0), operators (L1) or both (mix) for the steps asked for.
 
     ``PrecisionDebugger(config_path=None, task=None, dump_path=None, level=None, step=None)``; every
     configuration problem is raised here as TbprobeError, never during training.
+
+    As the reference's debugger is one per process, constructing one again with the dump_path of a debugger that
+    is still open (not closed, not past its last step) gives that debugger back: two would hook the model twice
+    and write the same step folders. Debuggers with other dump paths are independent.
     """
+
+    def __new__(cls, config_path: Optional[str] = None, task: Optional[str] = None,
+                dump_path: Optional[str] = None, level: Optional[str] = None,
+                step: Optional[List[int]] = None, *args: Any, **kwargs: Any) -> "PrecisionDebugger":
+        cfg = load_config(config_path, task=task, dump_path=dump_path, level=level, step=step)
+        ref = _open_by_path.get(os.path.realpath(cfg.dump_path))
+        existing = ref() if ref is not None else None
+        if existing is not None and not existing._finished:
+            if existing.config != cfg:
+                log.warning("tbprobe: a PrecisionDebugger writing to %s is open already: it is used, and this one's "
+                            "differing settings are not (close() it first to start another)", cfg.dump_path)
+            return existing
+        obj = super().__new__(cls)
+        obj._preloaded = cfg
+        return obj
 
     def __init__(self, config_path: Optional[str] = None, task: Optional[str] = None,
                  dump_path: Optional[str] = None, level: Optional[str] = None,
                  step: Optional[List[int]] = None, model: Optional[torch.nn.Module] = None,
                  live_graph: bool = True, live_graph_interval: float = 2.0) -> None:
-        self.config: CollectorConfig = load_config(config_path, task=task, dump_path=dump_path, level=level,
-                                                   step=step)
+        if "_preloaded" not in self.__dict__:
+            return        # the open debugger of this dump_path, given back by __new__
+        self.config: CollectorConfig = self.__dict__.pop("_preloaded")
         cfg = self.config
         self.guard = HookGuard()
         self.stacks = StackInterner()
@@ -87,8 +122,10 @@ class PrecisionDebugger:
         self._told_scheduled = False
         global _latest
         _latest = weakref.ref(self)
+        _open_by_path[os.path.realpath(cfg.dump_path)] = _latest
 
     # --- the reference's API --------------------------------------------------------------------------------
+    @_OnLatest
     def start(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module], None] = None,
               token_range: Optional[Sequence[int]] = None, rank_id: Optional[int] = None,
               scheduled_tokens: Any = None) -> None:
@@ -136,6 +173,7 @@ class PrecisionDebugger:
         if tokens is not None:
             self._tokens.arm(model if model is not None else self.model, tokens)
 
+    @_OnLatest
     def stop(self) -> None:
         """Pause collection (the step stays open until step())."""
         self._collecting = False
@@ -143,11 +181,13 @@ class PrecisionDebugger:
         self._pause_collection()
 
     # --- the reference's other calls -------------------------------------------------------------------------
+    @_OnLatest
     def register_custom_api(self, module: Any, api: str, api_prefix: Optional[str] = None) -> None:
         """Record `module.<api>` as one operator, `<api_prefix or module.__name__>.<api>.<n>`, at L1 and mix
         (custom_api.py)."""
         self._custom.register(module, api, api_prefix)
 
+    @_OnLatest
     def restore_custom_api(self, module: Any, api: str) -> None:
         self._custom.restore(module, api)
 
@@ -188,6 +228,7 @@ class PrecisionDebugger:
             self._apis.exit()
             self._dist.exit()
 
+    @_OnLatest
     def step(self) -> None:
         """Finish the current step and advance the step counter. With async_dump false (the reference's default)
         step() writes the step's files itself and returns once they are on disk; with true a background thread
@@ -211,11 +252,13 @@ class PrecisionDebugger:
         elif not self.steps.step_wanted(self.current_step):
             self._uninstall_apis()      # the operator capture's wrappers stay only between collected steps
 
+    @_OnLatest
     def set_init_step(self, step: int) -> None:
         if not isinstance(step, int) or step < 0:
             raise TbprobeError(f"set_init_step: invalid step {step!r}")
         self.current_step = step
 
+    @_OnLatest
     def save(self, obj: Any, name: str, save_backward: bool = True) -> None:
         """Level debug: record `obj` (a tensor, or a nested list, tuple or dict of them and plain values) as
         `<name>.<n>.debug` in the step's debug.json, and with `save_backward` its gradients as
@@ -364,6 +407,7 @@ class PrecisionDebugger:
 
 
 _latest: Optional["weakref.ReferenceType[PrecisionDebugger]"] = None   # the debugger module_dump() acts on
+_open_by_path: Dict[str, "weakref.ReferenceType[PrecisionDebugger]"] = {}   # realpath(dump_path) -> debugger
 
 
 def _latest_debugger(what: str) -> PrecisionDebugger:

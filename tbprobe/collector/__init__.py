@@ -11,8 +11,8 @@ __all__ = ["PrecisionDebugger", "seed_all", "module_dump", "module_dump_end"]
 _LAZY = {
     "PrecisionDebugger": ("tbprobe.collector.pytorch.debugger", "PrecisionDebugger"),
     "seed_all": ("tbprobe.collector.pytorch.seed", "seed_all"),
-    "module_dump": ("tbprobe.collector.pytorch.debugger", "module_dump"),
-    "module_dump_end": ("tbprobe.collector.pytorch.debugger", "module_dump_end"),
+    "module_dump": ("tbprobe.collector.pytorch.instances", "module_dump"),
+    "module_dump_end": ("tbprobe.collector.pytorch.instances", "module_dump_end"),
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

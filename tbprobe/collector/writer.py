@@ -2,10 +2,10 @@
 caller's step() (the reference's default). Framework-neutral.
 
 Layout (the reference's): dump_path/step{N}/rank{R}|proc{pid}/{dump,construct,stack}.json, plus
-dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors; at level debug debug.json alone, in
-dump.json's place. dump.json is written last, to a
-temporary name and renamed: a rank folder counts as a step only once its dump.json is there (tbprobe's and the
-reference's readers both look for it), so a killed process never leaves a half step that looks whole. The side
+dataflow.json (tbprobe's own side file) and dump_tensor_data/ for tensors; at level debug, debug.json alone in
+dump.json's place. dump.json is written last, to a temporary name and renamed: a rank folder counts as a step
+only once its dump.json is there (tbprobe's and the reference's readers both look for it), so a killed process
+never leaves a half step that looks whole. The side
 files before it are written in place (a temporary name and a rename would be two more file-system calls each), or
 made hard links to the last step's when their text is the same (a new file costs far more than a link), and a
 step's folders and files are all made in one call that gives up the GIL once (_cwrite.c says why). A full disk

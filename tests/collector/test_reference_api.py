@@ -138,6 +138,9 @@ def test_one_debugger_per_dump_path_and_calls_on_the_class(tmp_path, caplog):
     """As the reference's debugger is one per process: constructing again with an open debugger's dump_path
     gives it back (two would hook twice and write the same step folders), and PrecisionDebugger.step() on the
     class acts on the debugger made last. Other dump paths, and a closed debugger's, get a new one."""
+    import inspect
+
+    assert hasattr(PrecisionDebugger, "step") and "token_range" in inspect.signature(PrecisionDebugger.start).parameters
     path = str(tmp_path / "dump")
     first = PrecisionDebugger(dump_path=path, level="L1", step=[0, 1])
     assert PrecisionDebugger(dump_path=path, level="L1", step=[0, 1]) is first

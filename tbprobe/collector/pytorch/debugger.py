@@ -5,9 +5,7 @@ import functools
 import logging
 import os
 import time
-import types
-import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import torch
 
@@ -16,13 +14,14 @@ from tbprobe.collector.events import HealthEvents
 from tbprobe.collector.filters import StepFilter
 from tbprobe.collector.guard import HookGuard
 from tbprobe.collector.live_graph import LiveGraph
+from tbprobe.collector.pytorch import instances
 from tbprobe.collector.pytorch.api_mode import ApiCapture
 from tbprobe.collector.pytorch.custom_api import CustomApis
 from tbprobe.collector.pytorch.debug_save import DebugSaver
 from tbprobe.collector.pytorch.distributed import DistributedCapture
 from tbprobe.collector.pytorch.module_dump import ModuleDumper
 from tbprobe.collector.pytorch.module_dump import check_args as check_module_dump_args
-from tbprobe.collector.pytorch.module_hooks import ModuleHooks
+from tbprobe.collector.pytorch.module_hooks import ModuleHooks, model_problem
 from tbprobe.collector.pytorch.session import Session
 from tbprobe.collector.pytorch.token_range import TokenWindow, check_token_range
 from tbprobe.collector.pytorch.token_range import check_root as check_token_root
@@ -30,7 +29,7 @@ from tbprobe.collector.recorder import StackInterner
 from tbprobe.collector.writer import StepWriter, check_writable
 from tbprobe.errors import TbprobeError
 
-__all__ = ["PrecisionDebugger", "module_dump", "module_dump_end"]
+__all__ = ["PrecisionDebugger"]
 
 log = logging.getLogger("tbprobe.collector")
 
@@ -44,20 +43,6 @@ def _rank() -> Optional[int]:
     except Exception:
         pass
     return None
-
-
-class _OnLatest:
-    """A method that can also be called on the class, as the reference's classmethods are
-    (`PrecisionDebugger.step()`): it then acts on the debugger made last."""
-
-    def __init__(self, fn: Callable) -> None:
-        self.fn = fn
-        functools.update_wrapper(self, fn)
-
-    def __get__(self, obj: Any, cls: Any = None) -> Callable:
-        if obj is None:
-            obj = _latest_debugger(f"PrecisionDebugger.{self.fn.__name__}")
-        return types.MethodType(self.fn, obj)
 
 
 class PrecisionDebugger:
@@ -75,9 +60,8 @@ class PrecisionDebugger:
                 dump_path: Optional[str] = None, level: Optional[str] = None,
                 step: Optional[List[int]] = None, *args: Any, **kwargs: Any) -> "PrecisionDebugger":
         cfg = load_config(config_path, task=task, dump_path=dump_path, level=level, step=step)
-        ref = _open_by_path.get(os.path.realpath(cfg.dump_path))
-        existing = ref() if ref is not None else None
-        if existing is not None and not existing._finished:
+        existing = instances.open_for(cfg.dump_path)
+        if existing is not None:
             if existing.config != cfg:
                 log.warning("tbprobe: a PrecisionDebugger writing to %s is open already: it is used, and this one's "
                             "differing settings are not (close() it first to start another)", cfg.dump_path)
@@ -120,12 +104,10 @@ class PrecisionDebugger:
         self._rank_id: Optional[int] = None       # start(rank_id=...): the rank when torch.distributed cannot tell
         self._collecting = False                  # between start() and stop()
         self._told_scheduled = False
-        global _latest
-        _latest = weakref.ref(self)
-        _open_by_path[os.path.realpath(cfg.dump_path)] = _latest
+        instances.register(self, cfg.dump_path)
 
     # --- the reference's API --------------------------------------------------------------------------------
-    @_OnLatest
+    @instances.on_latest
     def start(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module], None] = None,
               token_range: Optional[Sequence[int]] = None, rank_id: Optional[int] = None,
               scheduled_tokens: Any = None) -> None:
@@ -157,9 +139,9 @@ class PrecisionDebugger:
         if self._modules is not None:
             if model is None:
                 raise TbprobeError(f"level {self.config.level} records modules: call start(model=your_model)")
-            if not _is_model(model):
-                raise TbprobeError("start(model=...): a torch.nn.Module or a list or tuple of them (model chunks), "
-                                   f"not {_describe(model)}")
+            why = model_problem(model)
+            if why:
+                raise TbprobeError(why)
             self.model = model
             self._modules.attach(model)
         if not self._step_open:
@@ -173,7 +155,7 @@ class PrecisionDebugger:
         if tokens is not None:
             self._tokens.arm(model if model is not None else self.model, tokens)
 
-    @_OnLatest
+    @instances.on_latest
     def stop(self) -> None:
         """Pause collection (the step stays open until step())."""
         self._collecting = False
@@ -181,13 +163,13 @@ class PrecisionDebugger:
         self._pause_collection()
 
     # --- the reference's other calls -------------------------------------------------------------------------
-    @_OnLatest
+    @instances.on_latest
     def register_custom_api(self, module: Any, api: str, api_prefix: Optional[str] = None) -> None:
         """Record `module.<api>` as one operator, `<api_prefix or module.__name__>.<api>.<n>`, at L1 and mix
         (custom_api.py)."""
         self._custom.register(module, api, api_prefix)
 
-    @_OnLatest
+    @instances.on_latest
     def restore_custom_api(self, module: Any, api: str) -> None:
         self._custom.restore(module, api)
 
@@ -228,7 +210,7 @@ class PrecisionDebugger:
             self._apis.exit()
             self._dist.exit()
 
-    @_OnLatest
+    @instances.on_latest
     def step(self) -> None:
         """Finish the current step and advance the step counter. With async_dump false (the reference's default)
         step() writes the step's files itself and returns once they are on disk; with true a background thread
@@ -252,13 +234,13 @@ class PrecisionDebugger:
         elif not self.steps.step_wanted(self.current_step):
             self._uninstall_apis()      # the operator capture's wrappers stay only between collected steps
 
-    @_OnLatest
+    @instances.on_latest
     def set_init_step(self, step: int) -> None:
         if not isinstance(step, int) or step < 0:
             raise TbprobeError(f"set_init_step: invalid step {step!r}")
         self.current_step = step
 
-    @_OnLatest
+    @instances.on_latest
     def save(self, obj: Any, name: str, save_backward: bool = True) -> None:
         """Level debug: record `obj` (a tensor, or a nested list, tuple or dict of them and plain values) as
         `<name>.<n>.debug` in the step's debug.json, and with `save_backward` its gradients as
@@ -404,40 +386,6 @@ class PrecisionDebugger:
             self._events.close()
         if self._live is not None:
             self._live.close()
-
-
-_latest: Optional["weakref.ReferenceType[PrecisionDebugger]"] = None   # the debugger module_dump() acts on
-_open_by_path: Dict[str, "weakref.ReferenceType[PrecisionDebugger]"] = {}   # realpath(dump_path) -> debugger
-
-
-def _latest_debugger(what: str) -> PrecisionDebugger:
-    dbg = _latest() if _latest is not None else None
-    if dbg is None:
-        raise TbprobeError(f"{what}: create a PrecisionDebugger first")
-    return dbg
-
-
-def module_dump(module: torch.nn.Module, dump_name: str) -> None:
-    """The reference's module_dump(module, dump_name), on the PrecisionDebugger made last."""
-    _latest_debugger("module_dump").module_dump(module, dump_name)
-
-
-def module_dump_end() -> None:
-    """The reference's module_dump_end(), on the PrecisionDebugger made last."""
-    _latest_debugger("module_dump_end").module_dump_end()
-
-
-def _is_model(model: Any) -> bool:
-    if isinstance(model, (list, tuple)):
-        return len(model) > 0 and all(isinstance(m, torch.nn.Module) for m in model)
-    return isinstance(model, torch.nn.Module)
-
-
-def _describe(model: Any) -> str:
-    if isinstance(model, (list, tuple)):
-        odd = [type(m).__name__ for m in model if not isinstance(m, torch.nn.Module)]
-        return f"a {type(model).__name__} holding {odd[0]}" if odd else f"an empty {type(model).__name__}"
-    return type(model).__name__
 
 
 def _save_tensor(path: str, t: torch.Tensor) -> None:

@@ -6,14 +6,14 @@ output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's grap
 import logging
 import sys
 from functools import partial
-from typing import Any, Dict, List, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
 from tbprobe.collector.naming import params_grad_name
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
-__all__ = ["ModuleHooks"]
+__all__ = ["ModuleHooks", "model_problem"]
 
 log = logging.getLogger("tbprobe.collector")
 
@@ -281,3 +281,17 @@ def _own_parameters(mod: torch.nn.Module):
             seen.add(id(p))
             out.append((n, p))
     return out
+
+
+def model_problem(model: Any) -> Optional[str]:
+    """Why `model` cannot be start()'s model (a module, or a non-empty list or tuple of them), or None."""
+    if isinstance(model, (list, tuple)):
+        odd = [type(m).__name__ for m in model if not isinstance(m, torch.nn.Module)]
+        if model and not odd:
+            return None
+        what = f"a {type(model).__name__} holding {odd[0]}" if odd else f"an empty {type(model).__name__}"
+    elif isinstance(model, torch.nn.Module):
+        return None
+    else:
+        what = type(model).__name__
+    return f"start(model=...): a torch.nn.Module or a list or tuple of them (model chunks), not {what}"

@@ -24,6 +24,8 @@ _by_path: Dict[str, weakref.ReferenceType] = {}     # realpath(dump_path) -> deb
 def register(debugger: Any, dump_path: str) -> None:
     """A new debugger: the latest one, and the one of its dump path."""
     global _latest
+    for path in [p for p, ref in _by_path.items() if ref() is None]:   # (debuggers gone: a process making
+        del _by_path[path]                                              # many, a test suite, keeps no trail)
     _latest = weakref.ref(debugger)
     _by_path[os.path.realpath(dump_path)] = _latest
 

@@ -200,6 +200,4 @@ def test_debug_level_matches_msprobes_debug_json(tmp_path):
         with open(os.path.join(rank, "debug.json")) as f:
             docs[tool] = json.load(f)
     assert list(docs["tb"]["data"]) == list(docs["ms"]["data"])
-    tb = _strip_extras(docs["tb"]["data"])
-    for key, want in docs["ms"]["data"].items():
-        assert tb[key] == pytest.approx(want) if not isinstance(want, (dict, list)) else tb[key] == want, key
+    assert _strip_extras(docs["tb"]["data"]) == docs["ms"]["data"]      # the same statistics, to the bit

@@ -61,6 +61,9 @@ def _is_rank_folder(name: str) -> bool:
 def _rank_dir(folder: Path, step: int, rank: int) -> RankDir:
     dump = folder / DUMP_JSON
     if not dump.is_file():
+        if (folder / "debug.json").is_file():
+            raise FormatError(folder, "only debug.json here: a level-debug dump holds save()'d values, not a model "
+                                      "graph (collect at L0, L1 or mix to build one)")
         raise FormatError(folder, f"no {DUMP_JSON} in this rank folder (expected {DUMP_JSON}, construct.json, stack.json)")
     construct = folder / CONSTRUCT_JSON
     stack = folder / STACK_JSON

@@ -105,6 +105,16 @@ def test_rank_folder_without_dump_json(tmp_path):
     assert str(e.value).startswith(f"{tmp_path / 'step0' / 'rank1'}: no dump.json in this rank folder")
 
 
+def test_a_level_debug_dump_is_named_as_such(tmp_path):
+    rank = tmp_path / "step0" / "rank0"
+    rank.mkdir(parents=True)
+    (rank / "debug.json").write_text('{"task": "statistics", "level": "debug", "data": {}}')
+    with pytest.raises(FormatError) as e:
+        discover(tmp_path)
+    assert str(e.value) == (f"{rank}: only debug.json here: a level-debug dump holds save()'d values, not a model "
+                            "graph (collect at L0, L1 or mix to build one)")
+
+
 def test_step_folders_without_ranks(tmp_path):
     (tmp_path / "step0").mkdir()
     with pytest.raises(FormatError) as e:

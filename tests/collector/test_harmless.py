@@ -333,3 +333,65 @@ def test_a_forward_that_raises_leaves_no_stale_parent(tmp_path):
     assert "Module.b._Raises.forward.0" not in data
     assert "Module.b._Raises.forward.1" in data
     assert dbg.hook_errors == 0
+
+
+class _HardPatterns(torch.nn.Module):
+    """Operators that stress the capture: einsum, in-place on a view, index_put with accumulate, where, scatter_add_,
+    masked SDPA, EmbeddingBag with offsets, complex views."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(6, 6))
+        self.emb = torch.nn.EmbeddingBag(10, 6, mode="mean")
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, x, idx):
+        h = torch.einsum("bi,ij->bj", x, self.w)
+        h = h.clone()
+        h[:, 0] += 1.0
+        h = h.index_put((torch.tensor([0, 1]),), torch.ones(2, 6, dtype=h.dtype), accumulate=True)
+        h = torch.where(h > 0, h, 0.1 * h)
+        g = torch.zeros(3, 6, dtype=h.dtype).scatter_add_(0, torch.tensor([[0, 1, 2, 0, 1, 2]] * 2), h[:2])
+        q = self.lin(h).view(1, 1, -1, 6)
+        mask = torch.tril(torch.ones(q.shape[2], q.shape[2], dtype=torch.bool))
+        a = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask).view(-1, 6)
+        e = self.emb(idx, offsets=torch.tensor([0, 2]))
+        c = torch.view_as_complex(torch.stack([a, a * 0.5], -1)).abs()
+        return a.sum() + g.sum() + e.sum() + c.sum() + torch.linalg.norm(h, ord="fro")
+
+
+def _train_hard(dbg, steps=2):
+    """bf16 autocast with a GradScaler (unscale_ changes the gradients in place), gradient clipping and AdamW."""
+    torch.manual_seed(0)
+    model = _HardPatterns()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+    losses = []
+    for _ in range(steps):
+        x, idx = torch.randn(4, 6), torch.tensor([1, 2, 3, 4])
+        if dbg is not None:
+            dbg.start(model=model)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(x, idx).float()
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+        if dbg is not None:
+            dbg.stop()
+            dbg.step()
+        losses.append(loss.detach())
+    return losses + [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "mix"])
+def test_hard_training_patterns_stay_bitwise_identical(tmp_path, level):
+    plain = _train_hard(None)
+    dbg = make_debugger(tmp_path, level=level, steps=2)
+    probed = _train_hard(dbg)
+    dbg.close()
+    assert dbg.hook_errors == 0, dict(dbg.guard.counts)
+    assert len(rank_dirs(str(tmp_path / "dump"), 1)) == 1        # it did collect
+    assert all(torch.equal(a, b) for a, b in zip(plain, probed))

@@ -69,13 +69,20 @@ class ItemMaker:
                 self.on_stats(item, t)
             return item
         t = _local(t)
-        if odd_tensors.is_odd(t):
-            return self._odd_item(t, key, save)
-        item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
+        # a tensor torch's reductions refuse (odd_tensors): its shape, statistics, checksum bytes and saved form
+        # come from odd_tensors, the statistics computed at once
+        odd = odd_tensors.is_odd(t)
+        item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype),
+                "shape": odd_tensors.shape_of(t) if odd else list(t.shape)}
         data = is_summarisable(t)
         if self.summary_mode == "xor" and not self.structure:
             # the reference writes a 0-dim tensor's value itself in xor mode (as it does for its statistics)
-            item["md5"] = (t.item() if t.dim() == 0 else tensor_xor(t)) if data else None
+            if not data:
+                item["md5"] = None
+            elif odd:
+                item["md5"] = tensor_xor(odd_tensors.checksum_source(t))
+            else:
+                item["md5"] = t.item() if t.dim() == 0 else tensor_xor(t)
             if _nonfinite(item["md5"]):
                 self.nonfinite_scalars += 1
             item["requires_grad"] = t.requires_grad
@@ -85,37 +92,17 @@ class ItemMaker:
         item["requires_grad"] = t.requires_grad
         if self.structure or not data:
             return item
-        if self.fill is None or not self.fill(item, t):
+        if odd:
+            row = odd_tensors.stats_row(t)
+            if row is not None:
+                self.fill_row(item, row)
+        elif self.fill is None or not self.fill(item, t):
             self.on_stats(item, t)
         if self.summary_mode == "md5":
-            item["md5"] = tensor_checksum(t)
+            item["md5"] = tensor_checksum(odd_tensors.checksum_source(t) if odd else t)
         if self.on_save is not None and (self.tensor_task or save or
                                          (self.tensor_list and any(p in key for p in self.tensor_list))):
-            self.on_save(item, t, key)
-        return item
-
-    def _odd_item(self, t: torch.Tensor, key: str, save: bool) -> dict:
-        """tensor_item for a tensor torch's reductions refuse (odd_tensors): the same keys in the same order,
-        its statistics computed at once."""
-        item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype), "shape": odd_tensors.shape_of(t)}
-        data = is_summarisable(t)
-        if self.summary_mode == "xor" and not self.structure:
-            item["md5"] = tensor_xor(odd_tensors.checksum_source(t)) if data else None
-            item["requires_grad"] = t.requires_grad
-            return item
-        if not self.structure:
-            item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = None
-        item["requires_grad"] = t.requires_grad
-        if self.structure or not data:
-            return item
-        row = odd_tensors.stats_row(t)
-        if row is not None:
-            self.fill_row(item, row)
-        if self.summary_mode == "md5":
-            item["md5"] = tensor_checksum(odd_tensors.checksum_source(t))
-        if self.on_save is not None and (self.tensor_task or save or
-                                         (self.tensor_list and any(p in key for p in self.tensor_list))):
-            self.on_save(item, odd_tensors.savable(t), key)
+            self.on_save(item, odd_tensors.savable(t) if odd else t, key)
         return item
 
     def item_at(self, v: Any, prefix: str, slot: Any) -> Any:

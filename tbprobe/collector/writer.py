@@ -217,13 +217,21 @@ class StepWriter:
             dirs = ()
             for fname, payload in record.tensor_files:
                 self.save_tensor(os.path.join(data_dir, fname), payload)
-        if self.level == "debug":
-            # the reference's level debug: the saved values in debug.json, alone (no construct, no stacks)
-            self._write_files(dirs, [self._dump_file(os.path.join(out, "debug.json"), data_dir, record.entries,
-                                                     not record.nonfinite)])
-            if self.on_step_written is not None:
-                self.on_step_written(out, record.step, health, not self._steps_pending())
-            return
+        # level debug: the saved values in debug.json, alone (no construct, no stacks), as the reference writes them
+        side = [] if self.level == "debug" else self._side_texts(record)
+        files = [self._side_file(out, fname, text) for fname, text in side]
+        main = "debug.json" if self.level == "debug" else "dump.json"
+        files.append(self._dump_file(os.path.join(out, main), data_dir, record.entries, not record.nonfinite))
+        identities = self._write_files(dirs, files)
+        for (fname, text), (path, *_), ident in zip(side, files, identities):
+            self._last_side[fname] = (text, path, ident)
+        if self.on_step_written is not None:
+            # only for the newest finished step: when the writer is behind, older steps skip the extras
+            self.on_step_written(out, record.step, health, not self._steps_pending())
+
+    def _side_texts(self, record: StepRecord) -> List[tuple]:
+        """The step's side files as (file name, text): stack.json, construct.json and, when there is data flow,
+        dataflow.json."""
         if self.extra_info:
             groups: Dict[int, List[str]] = {}
             for name, sid in record.stack_of.items():
@@ -236,14 +244,7 @@ class StepWriter:
         side = [("stack.json", stack_text), ("construct.json", self._side_text("construct.json", construct))]
         if record.dataflow:
             side.append(("dataflow.json", self._side_text("dataflow.json", record.dataflow)))
-        files = [self._side_file(out, fname, text) for fname, text in side]
-        files.append(self._dump_file(os.path.join(out, "dump.json"), data_dir, record.entries, not record.nonfinite))
-        identities = self._write_files(dirs, files)
-        for (fname, text), (path, *_), ident in zip(side, files, identities):
-            self._last_side[fname] = (text, path, ident)
-        if self.on_step_written is not None:
-            # only for the newest finished step: when the writer is behind, older steps skip the extras
-            self.on_step_written(out, record.step, health, not self._steps_pending())
+        return side
 
     def _side_text(self, fname: str, obj: dict, encode: Optional[Callable[[Any], bytes]] = None) -> bytes:
         """A side file's text, `encode(obj)` (compact JSON by default); the last step's text again when `obj`

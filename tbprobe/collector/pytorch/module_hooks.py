@@ -110,10 +110,10 @@ class ModuleHooks:
             except Exception as exc:   # a module type that refuses hooks: left out, training goes on
                 self.session.guard.report(f"hooking {base}", exc)
         if scripted:
-            log.warning("tbprobe: %s TorchScript (PyTorch allows no hooks on a ScriptModule): not recorded at %s",
-                        ", ".join(f"{prefix}.{p}" if p else "the model" for p in scripted[:5])
+            log.warning("tbprobe: %s TorchScript (PyTorch allows no hooks on a ScriptModule): not recorded at "
+                        "module level", ", ".join(f"{prefix}.{p}" if p else "the model" for p in scripted[:5])
                         + (f" and {len(scripted) - 5} more" if len(scripted) > 5 else "")
-                        + (" is" if len(scripted) == 1 else " are"), "module level")
+                        + (" is" if len(scripted) == 1 else " are"))
 
     def _hook_module(self, mod: torch.nn.Module, base: str) -> None:
         """Forward pre/post hooks and parameter-gradient hooks on one module: all of them or none."""

@@ -15,7 +15,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tbprobe.collector.naming import api_name
-from tbprobe.collector.pytorch.api_names import DUNDER_ALIASES, lookup, risk_of
+from tbprobe.collector.pytorch.api_names import DUNDER_ALIASES, UNRECORDED_OPERATORS, lookup, passes_through, risk_of
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ApiCapture"]
@@ -50,14 +50,21 @@ class _Mode(TorchFunctionMode):
         if s.busy or not s.active or (s.scope_ids is not None and s.scope_depth == 0):
             return func(*args, **kwargs)
         info = lookup(func)
-        if info is None:
-            return func(*args, **kwargs)
-        prefix, api = info
         dname = getattr(_dunder, "name", None)
         if dname is not None:
             _dunder.name = None
+        if info is None:
+            if passes_through(func):
+                # the body of a Python-level operator, with the mode on: the calls inside are recorded
+                with self:
+                    return func.__wrapped__(*args, **kwargs)
+            return func(*args, **kwargs)
+        prefix, api = info
+        if dname is not None:
             if DUNDER_ALIASES.get(dname) == api:
                 api = dname
+            elif UNRECORDED_OPERATORS.get(dname) == api:
+                return func(*args, **kwargs)
         return cap.call(func, prefix, api, args, kwargs)
 
 
@@ -158,7 +165,7 @@ class ApiCapture:
         self._opt_handles = []
 
     def _install(self) -> None:
-        for dname in DUNDER_ALIASES:
+        for dname in (*DUNDER_ALIASES, *UNRECORDED_OPERATORS):
             orig = torch.Tensor.__dict__.get(dname)
             if orig is None:
                 orig = getattr(torch.Tensor, dname, None)

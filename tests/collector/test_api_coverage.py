@@ -1,0 +1,111 @@
+"""L1 records the calls the reference records, under its names: operator forms, aliases, torch.linalg,
+constructors, reflected operators, the optimizer's foreach work and gradient clipping (api_zoo.py calls each)."""
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import PEER_PYTHON, need_peers
+
+from tbprobe.collector.pytorch import api_names
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def zoo(tmp_path, tool: str, risk: str) -> Counter:
+    """Recorded forward calls of api_zoo.py as {"Prefix.api": count}."""
+    python = PEER_PYTHON if tool == "msprobe" else sys.executable
+    out = subprocess.run([python, os.path.join(HERE, "api_zoo.py"), tool, risk, str(tmp_path / f"{tool}_{risk}")],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    names = json.loads(out.strip().splitlines()[-1])
+    return Counter(n.rsplit(".", 2)[0] for n in names)
+
+
+def test_a_function_with_several_names_gets_the_one_the_reference_uses():
+    assert api_names.lookup(torch.mm) == ("Torch", "mm")          # torch.mm is torch.dsmm and torch.spmm
+    assert api_names.lookup(torch.Tensor.neg) == ("Tensor", "neg")    # Tensor.__neg__ is Tensor.neg
+    assert api_names.lookup(torch.Tensor.abs) == ("Tensor", "abs")
+    assert api_names.lookup(F.threshold) == ("Functional", "threshold")
+    assert api_names.lookup(torch.linalg.vector_norm) == ("Torch", "vector_norm")
+    assert api_names.lookup(torch.linalg.norm) == ("Torch", "norm")
+    for never in (torch.Tensor.copy_, torch.Tensor.__getitem__, torch.Tensor.__invert__, torch.zeros, torch.randn,
+                  torch._foreach_add_, torch.Tensor.new_zeros, torch.Tensor.positive):
+        assert api_names.lookup(never) is None, never
+
+
+@pytest.fixture(scope="module")
+def tbprobe_all(tmp_path_factory):
+    return zoo(tmp_path_factory.mktemp("zoo"), "tbprobe", "ALL")
+
+
+def test_operator_forms_are_recorded_as_the_reference_records_them(tbprobe_all):
+    rec = tbprobe_all
+    # `-x`, `+x`, `abs(x)`, `~b`, `x /= y`, `3 & i`, `1 << i`: Python's slots, which the reference does not patch
+    for name in ("Tensor.__neg__", "Tensor.__pos__", "Tensor.__abs__", "Tensor.__invert__", "Tensor.__itruediv__",
+                 "Tensor.__rand__", "Tensor.__rlshift__", "Tensor.__rrshift__", "Tensor.positive", "Tensor.div_"):
+        assert name not in rec, name
+    assert rec["Tensor.neg"] == 1 and rec["Tensor.abs"] == 1      # x.neg() and x.abs() only
+    assert rec["Torch.neg"] == 1 and rec["Torch.abs"] == 1
+    # `2 / x` and `2 // x` are Python functions: the calls inside them are recorded
+    assert "Tensor.__rtruediv__" not in rec and "Tensor.__rdiv__" not in rec and "Tensor.__rfloordiv__" not in rec
+    # (clip_grad_norm_ divides a float by a tensor too)
+    assert rec["Tensor.reciprocal"] == 2 and rec["Torch.floor_divide"] == 1
+    assert rec["Tensor.__imod__"] == 2 and rec["Tensor.__iadd__"] == 2   # `z %= y`, z.__imod__(y); the same for +=
+    assert rec["Tensor.__setitem__"] == 2 and "Tensor.__getitem__" not in rec
+
+
+def test_aliases_linalg_and_training_work_are_recorded_as_the_reference_records_them(tbprobe_all):
+    rec = tbprobe_all
+    assert rec["Torch.mm"] == 1 and "Torch.dsmm" not in rec
+    # torch.linalg under the Torch prefix; clip_grad_norm_ adds a _foreach_norm and a vector_norm
+    assert rec["Torch.vector_norm"] == 2 and rec["Torch.norm"] == 2 and rec["Torch.inv"] == 1
+    assert rec["Torch._foreach_norm"] == 2
+    # the foreach AdamW step and the plumbing the reference never records
+    for name in ("Torch._foreach_add_", "Torch._foreach_mul_", "Torch._foreach_lerp_", "Torch._foreach_add",
+                 "Torch.zeros", "Torch.randn", "Torch.tensor", "Torch.empty", "Tensor.new_zeros", "Tensor.clone",
+                 "Tensor.copy_", "Tensor.zero_", "Tensor.uniform_", "Torch.complex", "Torch.view_as_real",
+                 "Tensor.trace", "Torch.unique", "Torch.meshgrid", "Torch.allclose", "Tensor.conj"):
+        assert name not in rec, name
+    # recorded at ALL (low risk), as the reference does
+    for name in ("Tensor.view_as", "Tensor.stride", "Tensor.numpy", "Tensor.__bool__", "Torch.scalar_tensor",
+                 "Torch.arange", "Tensor.t"):
+        assert rec[name] >= 1, name
+
+
+@pytest.mark.parametrize("risk", ["default", "ALL"])
+def test_every_call_is_recorded_as_msprobe_records_it(tmp_path, risk):
+    need_peers()
+    ours, theirs = zoo(tmp_path, "tbprobe", risk), zoo(tmp_path, "msprobe", risk)
+    assert sum(theirs.values()) > 60
+    # rms_norm is one of tbprobe's EXTRAS (an operator the reference does not know)
+    assert dict(ours - theirs) == {"Functional.rms_norm": 1}
+    assert dict(theirs - ours) == {}
+
+
+def test_the_recorded_functions_are_those_msprobe_patches(tmp_path):
+    """The whole table, not only the calls above, against the functions msprobe replaces at L1."""
+    need_peers()
+    out = subprocess.run([PEER_PYTHON, os.path.join(HERE, "msprobe_patched.py"), str(tmp_path / "patched")],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    patched = json.loads(out.strip().splitlines()[-1])
+    patched["Torch"] = sorted(set(patched["Torch"]) | set(patched.pop("linalg")))
+    ours = {}
+    for prefix, name in api_names._TABLE.values():
+        ours.setdefault(prefix, set()).add(name)
+    spaces = {"Tensor": torch.Tensor, "Torch": torch, "Functional": F}
+    for prefix, space in spaces.items():
+        theirs = set(patched[prefix])
+        assert ours[prefix] - theirs <= api_names.EXTRAS, prefix
+        missing = set()
+        for name in theirs - ours[prefix]:
+            obj = getattr(space, name, None) or getattr(torch.linalg, name, None)
+            # the same function recorded under another name: F.conv2d is torch.conv2d, torch.mm is torch.dsmm
+            if api_names.lookup(obj) is not None:
+                continue
+            missing.add(name)
+        # manual_seed: no tensor in or out; __rdiv__: the mode records the calls inside it (see the test above)
+        assert missing <= {"manual_seed", "__rdiv__"}, (prefix, sorted(missing))

@@ -99,9 +99,45 @@ def match_graphs(debug: Graph, bench: Graph, *, fuzzy: bool = False, align: bool
         for child in d.children:
             if child.match is not None and child.match.parent is b:
                 pairs.append((child, child.match))
+    _match_moved(debug, bench)
     if manual:
         _apply_manual(debug, bench, manual)
     return sum(1 for n in debug.nodes.values() if n.match is not None)
+
+
+def _match_moved(debug: Graph, bench: Graph) -> None:
+    """Pair same-named nodes that the walk above never met because they hang at a different depth: one side's
+    node sits somewhere under the counterpart of the other's nearest matched ancestor. msprobe hangs the backward
+    calls inside a module called with keyword arguments only (HuggingFace's attention layers) under that module's
+    parent, where tbprobe keeps them under the module (docs/compatibility.md). Names carry their call counters, so
+    a name is one call on each side."""
+    for name, d in debug.nodes.items():
+        if d.match is not None:
+            continue
+        b = bench.nodes.get(name)
+        if b is None or b.match is not None or b.parent is None or d.parent is None:
+            continue
+        # under parents of one name the walk met both and left them apart on purpose (the aligner's shifted counters)
+        if d.parent.name == b.parent.name or not _same_inputs(d, b):
+            continue
+        if _under_counterpart(d, b) or _under_counterpart(b, d):
+            _link(d, b)
+
+
+def _under_counterpart(a: Node, other: Node) -> bool:
+    """Whether `other` lies under the counterpart of `a`'s nearest matched ancestor."""
+    up = a.parent
+    while up is not None and up.match is None:
+        up = up.parent
+    if up is None:
+        return False
+    target = up.match
+    node = other.parent
+    while node is not None:
+        if node is target:
+            return True
+        node = node.parent
+    return False
 
 
 def _match_fuzzy(d: Node, b: Node) -> None:

@@ -95,3 +95,31 @@ def test_manual_matches_override(tmp_path):
     ext = golden.open_ro(result.path).execute(
         "SELECT flags FROM tbprobe_node_ext WHERE id='NPU_0_0_Torch.a.0.forward'").fetchone()[0]
     assert "manual" in json.loads(ext)
+
+
+def test_a_call_hung_one_level_higher_on_one_side_is_matched(tmp_path):
+    """msprobe hangs the backward calls inside a module called with keyword arguments only under that module's
+    parent; tbprobe under the module. Same names, a different depth: still one call each."""
+    t = synth.tensor
+    layer, attn = "Module.layer.Layer.backward.0", "Module.layer.attn.Attn.backward.0"
+    q, op = "Module.layer.attn.q.Linear.backward.0", "Tensor.__mul__.3.backward"
+    entries = {layer: synth.api_entry([t((2, 4))]), attn: synth.api_entry([t((2, 4))]),
+               q: synth.api_entry([t((2, 4))]), op: synth.api_entry([t((2, 4))])}
+    synth.simple_rank(tmp_path / "d", entries, {layer: None, attn: layer, q: attn, op: attn})
+    synth.simple_rank(tmp_path / "b", entries, {layer: None, attn: layer, q: layer, op: layer})
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _unmatched(result.path) == set() and _unmatched(result.path, "Bench") == set()
+    link = json.loads(golden.nodes(result.path)[f"NPU_0_0_{q}"]["matched_node_link"])
+    assert link == ["DefaultModel", layer, q]
+
+
+def test_a_same_named_call_in_an_unrelated_subtree_stays_unmatched(tmp_path):
+    t = synth.tensor
+    a, b, x = "Module.a.A.forward.0", "Module.b.B.forward.0", "Torch.relu.0.forward"
+    entries = {a: synth.api_entry([t((2, 4))]), b: synth.api_entry([t((2, 4))]), x: synth.api_entry([t((2, 4))])}
+    synth.simple_rank(tmp_path / "d", entries, {a: None, b: None, x: a})
+    synth.simple_rank(tmp_path / "b", entries, {a: None, b: None, x: b})
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _unmatched(result.path) == {x} and _unmatched(result.path, "Bench") == {x}

@@ -96,6 +96,34 @@ def test_data_mode_counts_parameter_gradients_as_backward(tmp_path, mode, grads)
     assert ("Module.fc2.Linear.parameters_grad.0" in names) is grads
 
 
+def test_a_module_that_did_not_run_reports_no_gradient_of_the_parameters_it_shares(tmp_path):
+    """T5's `shared` embedding is tied to its encoder's: only the module that ran reports the gradient (as msprobe
+    26.2.0 does), once per step."""
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shared = torch.nn.Embedding(10, 4)
+            self.embed = torch.nn.Embedding(10, 4)
+            self.embed.weight = self.shared.weight
+            self.out = torch.nn.Linear(4, 2)
+
+        def forward(self, ids):
+            return self.out(self.embed(ids))
+
+    model = Tied()
+    dbg = make_debugger(tmp_path, level="L0", steps=2)
+    for _ in range(2):
+        dbg.start(model=model)
+        model(torch.tensor([[1, 2, 3]])).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    for step in (0, 1):
+        names = list(dump_of(tmp_path, step)["dump"]["data"])
+        grads = sorted(n for n in names if ".parameters_grad." in n)
+        assert grads == ["Module.embed.Embedding.parameters_grad.0", "Module.out.Linear.parameters_grad.0"], step
+
+
 def test_risk_levels(tmp_path):
     def names(risk):
         d = tmp_path / risk

@@ -25,8 +25,8 @@ class _WindowHooks(ModuleHooks):
         super().__init__(session)
         self.open = False
 
-    def _pre(self, base: str):
-        inner = super()._pre(base)
+    def _pre(self, base: str, pg):
+        inner = super()._pre(base, pg)
 
         def pre_hook(mod, args, kwargs):
             # (the post-hook records only a call whose pre-hook did)

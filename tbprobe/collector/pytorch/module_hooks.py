@@ -44,12 +44,17 @@ class _ParamGrads:
         self.names = names
         self.pending: Dict[str, Any] = {}
         self.step = -1
+        self.ran = -1          # the last step in which the module's forward ran (see on_grad)
         self.module_id = 0
         self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
 
     def on_grad(self, pname: str, grad: torch.Tensor) -> None:   # returns None: the gradient is left as it is
         s = self.hooks.session
-        if not s.active or s.busy or (s.scope_ids is not None and self.module_id not in s.scope_ids):
+        # A module that did not run this step has no parameter gradients of its own to report, even when it shares
+        # its parameters with one that did (T5's `shared` embedding, tied to its encoder's and decoder's), as in
+        # the reference.
+        if not s.active or s.busy or self.ran != s.step or (
+                s.scope_ids is not None and self.module_id not in s.scope_ids):
             return
         s.busy += 1
         try:
@@ -118,14 +123,14 @@ class ModuleHooks:
     def _hook_module(self, mod: torch.nn.Module, base: str) -> None:
         """Forward pre/post hooks and parameter-gradient hooks on one module: all of them or none."""
         handles = []
+        params = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
+        pg = _ParamGrads(self, base, [n for n, _ in params]) if params else None
         try:
-            handles.append(mod.register_forward_pre_hook(self._pre(base), with_kwargs=True))
+            handles.append(mod.register_forward_pre_hook(self._pre(base, pg), with_kwargs=True))
             # always_call: the post-hook also runs when the forward raises, so a call the user's code survives
             # (an exception caught within the step) leaves no stale parent behind for the calls after it
             handles.append(mod.register_forward_hook(self._post(base), with_kwargs=True, always_call=True))
-            params = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
-            if params:
-                pg = _ParamGrads(self, base, [n for n, _ in params])
+            if pg is not None:
                 pg.module_id = id(mod)
                 for n, p in params:
                     # a partial of the bound method: no Python frame between autograd and on_grad
@@ -147,12 +152,14 @@ class ModuleHooks:
         self.handles = []
         self.model_ids = set()
 
-    def _pre(self, base: str):
+    def _pre(self, base: str, pg: Optional[_ParamGrads]):
         s = self.session
 
         def pre_hook(mod, args, kwargs):
             if not s.active or s.busy:
                 return None
+            if pg is not None:
+                pg.ran = s.step
             if s.scope_ids is not None:
                 if id(mod) not in s.scope_ids:
                     return None

@@ -13,6 +13,7 @@
 // Plain CPython API (no pybind11 module), so nothing here depends on pybind11's ABI tags.
 #include <Python.h>
 
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -64,8 +65,13 @@ struct GradHook : torch::autograd::FunctionPreHook {
     else
       Py_INCREF(grad);
     if (grad != nullptr) {
+      // tbprobe's own work: kept out of the operator mode, which is on during a backward pass (backward_pass.py),
+      // as torch.overrides.DisableTorchFunction would, without its Python object
+      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
       PyObject *args[2] = {index, grad};
       PyObject *res = PyObject_Vectorcall(fn, args, 2, nullptr);
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
       Py_DECREF(grad);
       Py_XDECREF(res);
     }

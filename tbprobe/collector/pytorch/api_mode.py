@@ -16,6 +16,7 @@ from torch.overrides import TorchFunctionMode
 
 from tbprobe.collector.naming import api_name
 from tbprobe.collector.pytorch.api_names import DUNDER_ALIASES, UNRECORDED_OPERATORS, lookup, passes_through, risk_of
+from tbprobe.collector.pytorch.backward_pass import backward_runner
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ApiCapture"]
@@ -58,6 +59,11 @@ class _Mode(TorchFunctionMode):
                 # the body of a Python-level operator, with the mode on: the calls inside are recorded
                 with self:
                     return func.__wrapped__(*args, **kwargs)
+            run = backward_runner(func) if types_plain(types) else None
+            if run is not None:
+                # a backward pass, with the mode on (tbprobe/collector/pytorch/backward_pass.py)
+                with self:
+                    return run(*args, **kwargs)
             return func(*args, **kwargs)
         prefix, api = info
         if dname is not None:
@@ -66,6 +72,11 @@ class _Mode(TorchFunctionMode):
             elif UNRECORDED_OPERATORS.get(dname) == api:
                 return func(*args, **kwargs)
         return cap.call(func, prefix, api, args, kwargs)
+
+
+def types_plain(types) -> bool:
+    """Whether every tensor type taking part is torch.Tensor or Parameter (a subclass keeps its own dispatch)."""
+    return all(t is torch.Tensor or t is torch.nn.Parameter for t in types)
 
 
 _SIGNATURES: Dict[object, Optional[list]] = {}

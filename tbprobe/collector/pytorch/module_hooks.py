@@ -57,6 +57,8 @@ class _ParamGrads:
                 s.scope_ids is not None and self.module_id not in s.scope_ids):
             return
         s.busy += 1
+        guard = _NoTorchFunction()   # (a backward pass runs with the operator mode on: backward_pass.py)
+        guard.__enter__()
         try:
             if self.step != s.step:
                 self.pending = {}
@@ -72,6 +74,7 @@ class _ParamGrads:
         except Exception as exc:
             s.guard.report("parameter gradient hook", exc)
         finally:
+            guard.__exit__(None, None, None)
             s.busy -= 1
 
 

@@ -23,6 +23,8 @@ from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import StackInterner, StepRecord
 
 _compiling = torch.compiler.is_compiling
+# tbprobe's own work in a backward pass, which runs with the operator mode on (backward_pass.py): kept out of it
+_NoTorchFunction = torch._C.DisableTorchFunction
 
 try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
     from tbprobe.collector._cgrad import hook_node as _hook_node
@@ -65,11 +67,12 @@ class BackwardTracker:
             return
         s.busy += 1
         try:
-            self.started = True
-            self.out_items[i] = s.items.item_at(grad, f"{self.name}.input", i) if s.record_data(self.name) \
-                else None
-            self.missing_out -= 1
-            self._maybe_finish()
+            with _NoTorchFunction():
+                self.started = True
+                self.out_items[i] = s.items.item_at(grad, f"{self.name}.input", i) if s.record_data(self.name) \
+                    else None
+                self.missing_out -= 1
+                self._maybe_finish()
         except Exception as exc:
             s.guard.report("backward hook", exc)
         finally:
@@ -82,10 +85,11 @@ class BackwardTracker:
             return
         s.busy += 1
         try:
-            self.in_items[i] = s.items.item_at(grad, f"{self.name}.output", i) if s.record_data(self.name) \
-                else None
-            self.missing_in -= 1
-            self._maybe_finish()
+            with _NoTorchFunction():
+                self.in_items[i] = s.items.item_at(grad, f"{self.name}.output", i) if s.record_data(self.name) \
+                    else None
+                self.missing_in -= 1
+                self._maybe_finish()
         except Exception as exc:
             s.guard.report("backward hook", exc)
         finally:
@@ -129,18 +133,21 @@ class NodeTracker:
             return
         s.busy += 1
         try:
-            data = s.record_data(self.name)
-            if data:
-                items = s.items
-                base = len(self.ins)
-                self.ins.extend(items.item_at(g, f"{self.name}.input", base + i) for i, g in enumerate(grad_outputs))
-                base = len(self.outs)
-                self.outs.extend(items.item_at(g, f"{self.name}.output", base + i) for i, g in enumerate(grad_inputs))
-            self.missing -= 1
-            if self.missing == 0:
-                s.record.add_construct(self.name, self.parent)
+            with _NoTorchFunction():
+                data = s.record_data(self.name)
                 if data:
-                    s.add_entry(self.name, {"input": self.ins, "output": self.outs})
+                    items = s.items
+                    base = len(self.ins)
+                    self.ins.extend(items.item_at(g, f"{self.name}.input", base + i)
+                                    for i, g in enumerate(grad_outputs))
+                    base = len(self.outs)
+                    self.outs.extend(items.item_at(g, f"{self.name}.output", base + i)
+                                     for i, g in enumerate(grad_inputs))
+                self.missing -= 1
+                if self.missing == 0:
+                    s.record.add_construct(self.name, self.parent)
+                    if data:
+                        s.add_entry(self.name, {"input": self.ins, "output": self.outs})
         except Exception as exc:
             s.guard.report("backward hook", exc)
         finally:

@@ -2,10 +2,12 @@
 import json
 import os
 import socket
+import subprocess
 import sys
 
 import pytest
 import torch.multiprocessing as mp
+from conftest import PEER_PYTHON, need_peers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -86,3 +88,19 @@ def test_two_ranks_gloo(tmp_path):
     # all_reduce gives both ranks the same result
     assert data[0]["Distributed.all_reduce.0.forward"]["output"][0]["Norm"] == \
         data[1]["Distributed.all_reduce.0.forward"]["output"][0]["Norm"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["L1", "mix"])
+def test_two_ranks_record_what_msprobe_records(tmp_path, level):
+    """DDP, the collectives (async ones after wait()), point to point, barrier and the *_object collectives: the
+    same records on each rank, in the same order, as msprobe 26.2.0's."""
+    need_peers()
+    runs = {}
+    for tool, python in (("tbprobe", sys.executable), ("msprobe", PEER_PYTHON)):
+        out = subprocess.run([python, os.path.join(HERE, "dist_run.py"), tool, level, str(tmp_path / tool)],
+                             capture_output=True, text=True, timeout=600, check=True).stdout
+        runs[tool] = json.loads(out.strip().splitlines()[-1])
+    assert sorted(runs["tbprobe"]) == ["rank0", "rank1"]
+    assert runs["tbprobe"] == runs["msprobe"]
+    assert "Distributed.all_gather.1.forward" in runs["tbprobe"]["rank0"]   # all_gather_object's own all_gather

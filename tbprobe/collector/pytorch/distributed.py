@@ -11,10 +11,12 @@ from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["DistributedCapture", "COLLECTIVES"]
 
+# The collectives the reference records (checked against msprobe 26.2.0, tests/collector/test_distributed.py). Not
+# barrier, nor the *_object functions: the collectives they make inside (all_gather, broadcast) are recorded.
 COLLECTIVES = (
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "gather",
     "scatter", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
-    "send", "recv", "isend", "irecv", "barrier", "batch_isend_irecv", "all_gather_object", "broadcast_object_list",
+    "send", "recv", "isend", "irecv", "batch_isend_irecv",
 )
 
 
@@ -48,18 +50,27 @@ class DistributedCapture:
             return
         if not dist.is_available() or self._saved:
             return
+        c10d = getattr(dist, "distributed_c10d", None)
         for name in COLLECTIVES:
             orig = getattr(dist, name, None)
             if orig is not None:
                 self._saved[name] = orig
-                setattr(dist, name, self._wrap(name, orig))
+                wrapper = self._wrap(name, orig)
+                setattr(dist, name, wrapper)
+                # also where torch.distributed's own functions look it up: all_gather_object's all_gather,
+                # broadcast_object_list's broadcast (the reference records those)
+                if c10d is not None and getattr(c10d, name, None) is orig:
+                    setattr(c10d, name, wrapper)
 
     def exit(self) -> None:
         if not self._saved:
             return
         import torch.distributed as dist
 
+        c10d = getattr(dist, "distributed_c10d", None)
         for name, orig in self._saved.items():
+            if c10d is not None and getattr(c10d, name, None) is getattr(dist, name, None):
+                setattr(c10d, name, orig)
             setattr(dist, name, orig)
         self._saved = {}
 
@@ -82,8 +93,12 @@ class DistributedCapture:
                 s.guard.report("collective pre-call", exc)
                 s.busy -= 1
                 return orig(*args, **kwargs)
-            s.busy -= 1
-            result = orig(*args, **kwargs)
+            # (still busy during the call: at L1 the collective hands itself to the operator mode, by the name
+            # torch.distributed's module knows it by, which is this wrapper; it must not be recorded twice)
+            try:
+                result = orig(*args, **kwargs)
+            finally:
+                s.busy -= 1
             step = s.step
 
             def finish() -> None:

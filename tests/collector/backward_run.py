@@ -1,5 +1,6 @@
 """One training step whose backward pass runs Python: activation checkpointing (reentrant or not) and a custom
-autograd Function whose backward calls torch, under a collector (tbprobe or msprobe). Prints {name: parent} of the
+autograd Function whose backward calls torch (in loss.backward() and in a torch.autograd.grad after it), under a
+collector (tbprobe or msprobe). Prints {name: parent} of the
 step's records (construct.json's parents, None for a call at the top) as JSON, then the loss and the first
 weight's gradient sum. test_backward_pass.py runs it with both tools.
 
@@ -75,7 +76,12 @@ def main() -> None:
         debugger = PrecisionDebugger(config_path=cfg)
         debugger.start(model=model)
     loss = model(x).sum()
-    torch.autograd.backward([loss]) if level == "L1" else loss.backward()
+    if level == "L1":
+        torch.autograd.backward([loss])
+    else:
+        loss.backward()
+    # torch.autograd.grad, as a gradient penalty calls it: the custom Function's backward runs inside it
+    (gx,) = torch.autograd.grad(Scale.apply(model.blocks[0].fc.weight).sum(), [model.blocks[0].fc.weight])
     if debugger is not None:
         debugger.stop()
         debugger.step()
@@ -88,7 +94,7 @@ def main() -> None:
                 parents = json.load(f)
             records = {n: parents.get(n) for n in names}
     print(json.dumps(records))
-    print(json.dumps([loss.item(), model.blocks[0].fc.weight.grad.sum().item()]))
+    print(json.dumps([loss.item(), model.blocks[0].fc.weight.grad.sum().item(), gx.sum().item()]))
 
 
 if __name__ == "__main__":

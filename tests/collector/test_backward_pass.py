@@ -1,5 +1,6 @@
 """Torch calls made inside a backward pass are recorded (backward_pass.py): activation checkpointing's recomputed
-forward and, with reentrant checkpointing, the backward of the recomputed graph; a custom Function's backward."""
+forward and, with reentrant checkpointing, the backward of the recomputed graph; a custom Function's backward,
+in loss.backward(), torch.autograd.backward and torch.autograd.grad."""
 import json
 import os
 import subprocess
@@ -30,8 +31,10 @@ def test_reentrant_checkpointing_records_the_recomputed_calls_and_their_backward
                      f"Tensor.__add__.{n}"):
             assert f"{name}.forward" in records and f"{name}.backward" in records, name
     assert "Functional.linear.0.backward" not in records     # the first forward ran without a graph
-    # the custom Function's backward calls torch (its `+` is __add__.2, between the two recomputations)
+    # the custom Function's backward calls torch (its `+` is __add__.2, between the two recomputations), in
+    # loss.backward() and again in torch.autograd.grad
     assert "Torch.sin.0.forward" in records and "Tensor.__add__.2.forward" in records
+    assert "Torch.sin.1.forward" in records
 
 
 def test_non_reentrant_checkpointing_records_the_recomputation(tmp_path):
@@ -39,7 +42,7 @@ def test_non_reentrant_checkpointing_records_the_recomputation(tmp_path):
     assert "Functional.linear.0.backward" in records and "Functional.linear.1.backward" in records
     # recomputation stops once it has what the backward needs: at least each block's linear is recomputed
     assert "Functional.linear.3.forward" in records and "Functional.linear.4.forward" in records
-    assert "Torch.sin.0.forward" in records
+    assert "Torch.sin.0.forward" in records and "Torch.sin.1.forward" in records
 
 
 @pytest.mark.parametrize("reentrant", [True, False])

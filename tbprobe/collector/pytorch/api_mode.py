@@ -16,7 +16,7 @@ from torch.overrides import TorchFunctionMode
 
 from tbprobe.collector.naming import api_name
 from tbprobe.collector.pytorch.api_names import DUNDER_ALIASES, UNRECORDED_OPERATORS, lookup, passes_through, risk_of
-from tbprobe.collector.pytorch.backward_pass import backward_runner
+from tbprobe.collector.pytorch.backward_pass import run_with_mode, starts_backward
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ApiCapture"]
@@ -59,11 +59,9 @@ class _Mode(TorchFunctionMode):
                 # the body of a Python-level operator, with the mode on: the calls inside are recorded
                 with self:
                     return func.__wrapped__(*args, **kwargs)
-            run = backward_runner(func) if types_plain(types) else None
-            if run is not None:
+            if starts_backward(func) and types_plain(types):
                 # a backward pass, with the mode on (tbprobe/collector/pytorch/backward_pass.py)
-                with self:
-                    return run(*args, **kwargs)
+                return run_with_mode(self, func, args, kwargs)
             return func(*args, **kwargs)
         prefix, api = info
         if dname is not None:

@@ -2,65 +2,32 @@
 them: activation checkpointing's recomputed forward (and, with reentrant checkpointing, the backward of the
 recomputed graph, the only one there is), custom autograd Functions' backward, users' backward hooks.
 
-`loss.backward()` and `torch.autograd.backward(...)` are themselves torch functions: the mode receives them, and
-TorchFunctionMode is off while its handler runs, so a backward started there would run with nothing recorded. The
-handler instead pushes the mode again and starts the engine itself, as torch.autograd.backward does after its
-dispatch check (its argument handling is reused, not rewritten). Where this torch lacks those helpers, the backward
-runs as before, unrecorded inside.
+`loss.backward()`, `torch.autograd.backward(...)` and `torch.autograd.grad(...)` are themselves torch functions: the
+mode receives them, and TorchFunctionMode is off while its handler runs, so a backward started there would run
+with nothing recorded. The handler instead pushes the mode again and calls the function with torch's one-hop skip
+set, so that the function's own dispatch check lets it through once and runs its body (and the engine) with the
+mode on. Where this torch lacks the skip, the backward runs as before, unrecorded inside.
 """
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 
-__all__ = ["backward_runner"]
+__all__ = ["starts_backward", "run_with_mode"]
 
-try:
-    from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
-    from torch.autograd.graph import _engine_run_backward
-except ImportError:   # another torch: backward_runner gives None
-    _engine_run_backward = None
+_skip_next = getattr(torch._C, "_set_skip_next_torch_function", None)
+_BACKWARD_FUNCS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
 
 
-def _as_tuple(value: Any) -> tuple:
-    if value is None:
-        return ()
-    if isinstance(value, (torch.Tensor, torch.autograd.graph.GradientEdge)):
-        return (value,)
-    if type(value) is dict:
-        return tuple(value.values())
-    return tuple(value)
+def starts_backward(func: Any) -> bool:
+    """Whether `func` starts a backward pass that run_with_mode can run with the mode on."""
+    return _skip_next is not None and any(func is f for f in _BACKWARD_FUNCS)
 
 
-def _run(tensors: Any, grad_tensors: Any = None, retain_graph: Optional[bool] = None, create_graph: bool = False,
-         inputs: Any = None) -> None:
-    tensors = _as_tuple(tensors)
-    inputs_tuple = _as_tuple(inputs)
-    if inputs is not None and not inputs_tuple:
-        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-    grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(grad_tensors, len(tensors)), is_grads_batched=False)
-    if retain_graph is None:
-        retain_graph = create_graph
-    _engine_run_backward(tensors, grads, retain_graph, create_graph, inputs_tuple, allow_unreachable=True,
-                         accumulate_grad=True)
-
-
-def _tensor_backward(self: torch.Tensor, gradient: Any = None, retain_graph: Optional[bool] = None,
-                     create_graph: bool = False, inputs: Any = None) -> None:
-    _run(self, gradient, retain_graph, create_graph, inputs)
-
-
-def _autograd_backward(tensors: Any, grad_tensors: Any = None, retain_graph: Optional[bool] = None,
-                       create_graph: bool = False, grad_variables: Any = None, inputs: Any = None) -> None:
-    _run(tensors, grad_tensors if grad_tensors is not None else grad_variables, retain_graph, create_graph, inputs)
-
-
-def backward_runner(func: Any) -> Optional[Callable[..., None]]:
-    """The engine call for `func` when it starts a backward pass (Tensor.backward, torch.autograd.backward) on plain
-    tensors, else None."""
-    if _engine_run_backward is None:
-        return None
-    if func is torch.Tensor.backward:
-        return _tensor_backward
-    if func is torch.autograd.backward:
-        return _autograd_backward
-    return None
+def run_with_mode(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """`func(*args, **kwargs)` with `mode` pushed, past func's own torch-function check."""
+    with mode:
+        _skip_next(True)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _skip_next(False)   # (consumed by func's check; cleared in case func raised before it)

@@ -76,13 +76,17 @@ def test_aliases_linalg_and_training_work_are_recorded_as_the_reference_records_
         assert rec[name] >= 1, name
 
 
-@pytest.mark.parametrize("risk", ["default", "ALL"])
-def test_every_call_is_recorded_as_msprobe_records_it(tmp_path, risk):
+# rms_norm is one of tbprobe's EXTRAS (an operator the reference does not know). At CORE ("matrix multiplication,
+# convolution, normalisation, embedding, attention") tbprobe also keeps F.linear and einsum, which msprobe's CORE
+# list lacks (docs/compatibility.md).
+@pytest.mark.parametrize("risk, extra", [
+    ("default", {"Functional.rms_norm": 1}), ("ALL", {"Functional.rms_norm": 1}),
+    ("CORE", {"Functional.rms_norm": 1, "Functional.linear": 1, "Torch.einsum": 1})])
+def test_every_call_is_recorded_as_msprobe_records_it(tmp_path, risk, extra):
     need_peers()
     ours, theirs = zoo(tmp_path, "tbprobe", risk), zoo(tmp_path, "msprobe", risk)
-    assert sum(theirs.values()) > 60
-    # rms_norm is one of tbprobe's EXTRAS (an operator the reference does not know)
-    assert dict(ours - theirs) == {"Functional.rms_norm": 1}
+    assert sum(theirs.values()) > (5 if risk == "CORE" else 60)
+    assert dict(ours - theirs) == extra
     assert dict(theirs - ours) == {}
 
 

@@ -40,8 +40,12 @@ def test_reentrant_checkpointing_records_the_recomputed_calls_and_their_backward
 def test_non_reentrant_checkpointing_records_the_recomputation(tmp_path):
     records, _ = run(tmp_path, "tbprobe", "L1", False)
     assert "Functional.linear.0.backward" in records and "Functional.linear.1.backward" in records
-    # recomputation stops once it has what the backward needs: at least each block's linear is recomputed
+    # recomputation stops once it has what the backward needs, by raising inside the call that saves the last
+    # tensor (each block's gelu): that call is recorded with its inputs alone, as a call that raised
     assert "Functional.linear.3.forward" in records and "Functional.linear.4.forward" in records
+    dump = json.load(open(next((tmp_path / "tbprobe_L1_False" / "step0").iterdir()) / "dump.json"))["data"]
+    assert sorted(dump["Functional.gelu.2.forward"]) == sorted(dump["Functional.gelu.3.forward"]) == [
+        "input_args", "input_kwargs"]
     assert "Torch.sin.0.forward" in records and "Torch.sin.1.forward" in records
 
 

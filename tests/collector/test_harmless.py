@@ -307,7 +307,8 @@ def test_a_torchscript_submodule_is_left_out_with_a_warning(tmp_path, level, cap
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 def test_a_forward_that_raises_leaves_no_stale_parent(tmp_path):
     """The user's code catches an error raised inside a module's forward and goes on within the same step: the
-    calls after it must not hang under the call that raised, and that call gets no record."""
+    calls after it must not hang under the call that raised, and that call keeps a record of its inputs alone (as
+    msprobe 26.2.0 does)."""
     torch.manual_seed(0)
     model, x = _Mixed(), torch.randn(2, 4)
     dbg = make_debugger(tmp_path, level="L0", steps=1)
@@ -329,9 +330,10 @@ def test_a_forward_that_raises_leaves_no_stale_parent(tmp_path):
     assert construct["Module.c.Linear.forward.0"] is None
     assert construct["Module.b.lin.Linear.forward.0"] == "Module.b._Raises.forward.0"
     assert construct["Module.b.lin.Linear.forward.1"] == "Module.b._Raises.forward.1"
-    # the call that raised has no forward record; the one that returned has
-    assert "Module.b._Raises.forward.0" not in data
-    assert "Module.b._Raises.forward.1" in data
+    # the call that raised has its inputs recorded, and no output or parameters; the one that returned has all
+    assert sorted(data["Module.b._Raises.forward.0"]) == ["input_args", "input_kwargs"]
+    assert data["Module.b._Raises.forward.0"]["input_args"][0]["shape"] == [2, 4]
+    assert "output" in data["Module.b._Raises.forward.1"]
     assert dbg.hook_errors == 0
 
 
@@ -395,3 +397,22 @@ def test_hard_training_patterns_stay_bitwise_identical(tmp_path, level):
     assert dbg.hook_errors == 0, dict(dbg.guard.counts)
     assert len(rank_dirs(str(tmp_path / "dump"), 1)) == 1        # it did collect
     assert all(torch.equal(a, b) for a, b in zip(plain, probed))
+
+
+def test_an_operator_that_raises_keeps_its_inputs_and_recording_goes_on(tmp_path):
+    """At L1 a call that raises (caught by the user's code) is recorded with its inputs, as msprobe 26.2.0 records
+    it; the calls after it are recorded too (msprobe records nothing more in that step)."""
+    dbg = make_debugger(tmp_path, level="L1", steps=1)
+    x = torch.randn(2, 4)
+    dbg.start()
+    with pytest.raises(RuntimeError):
+        torch.mm(x, torch.ones(3, 3))
+    y = torch.relu(x)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = json.load(open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")))["data"]
+    assert sorted(data["Torch.mm.0.forward"]) == ["input_args", "input_kwargs"]
+    assert [a["shape"] for a in data["Torch.mm.0.forward"]["input_args"]] == [[2, 4], [3, 3]]
+    assert data["Torch.relu.0.forward"]["output"][0]["Max"] == pytest.approx(y.max().item())
+    assert dbg.hook_errors == 0

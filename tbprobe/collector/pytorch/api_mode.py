@@ -206,6 +206,21 @@ class ApiCapture:
             return risk == "core"
         return risk != "low"
 
+    def _raised(self, name: str, parent: Optional[str], args_items: Optional[list],
+                kwargs_items: Optional[dict]) -> None:
+        """A call that raised keeps a record of its inputs, as in the reference: the inputs of the call that failed
+        are what a user looks for (and activation checkpointing's recomputation ends by raising in a call)."""
+        s = self.session
+        s.busy += 1
+        try:
+            s.record.add_construct(name, parent)
+            if args_items is not None:
+                s.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items})
+        except Exception as exc:
+            s.guard.report("operator post-call", exc)
+        finally:
+            s.busy -= 1
+
     def call(self, func, prefix: str, api: str, args, kwargs, custom: bool = False):
         """Record one call of `func` as `<prefix>.<api>.<n>.forward` (and its backward). `custom`: a function
         the user registered (register_custom_api), recorded whatever the risk level, as one call: the torch calls
@@ -235,10 +250,15 @@ class ApiCapture:
                 out = func(*args, **kwargs)     # busy: the calls inside are not recorded
             except BaseException:
                 s.busy -= 1
+                self._raised(name, parent, args_items if data else None, kwargs_items if data else None)
                 raise
         else:
             s.busy -= 1
-            out = func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except BaseException:
+                self._raised(name, parent, args_items if data else None, kwargs_items if data else None)
+                raise
             s.busy += 1
         try:
             s.record.add_construct(name, parent)

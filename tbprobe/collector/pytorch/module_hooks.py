@@ -214,16 +214,20 @@ class ModuleHooks:
                 s.fw_stack.pop()
             if s.busy:
                 return None
-            if output is None and sys.exc_info()[1] is not None:
-                # the forward raised (see always_call): the call ends with no record. (A forward returning None
-                # while the user's code handles an exception is taken for one that raised, and loses its record.)
-                return None
+            raised = output is None and sys.exc_info()[1] is not None
             s.busy += 1
             guard = _NoTorchFunction()
             guard.__enter__()
             try:
                 name = call.name
                 s.record.add_construct(name, call.parent)
+                if raised:
+                    # the forward raised (see always_call): a record of its inputs alone, as the reference keeps.
+                    # (A forward returning None while the user's code handles an exception is taken for one that
+                    # raised.)
+                    if s.record_data(name):
+                        s.add_entry(name, {"input_args": call.args_items, "input_kwargs": call.kwargs_items})
+                    return None
                 if s.record_data(name):
                     out = output if isinstance(output, (list, tuple)) else [output]
                     items = s.items

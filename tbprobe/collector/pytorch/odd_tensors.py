@@ -18,12 +18,14 @@ from typing import List, Optional, Tuple
 
 import torch
 
-__all__ = ["REDUCIBLE", "is_odd", "shape_of", "stats_row", "checksum_source", "savable"]
+__all__ = ["REDUCIBLE", "ROW_KEYS", "is_odd", "shape_of", "stats_row", "checksum_source", "savable"]
 
 # dtypes with CPU reductions (aminmax, sum, vector_norm): complex through abs, bool through float
 REDUCIBLE = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
                         torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64, torch.complex128})
 _COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+# the item keys of stats_row's values, in its order
+ROW_KEYS = ("Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count")
 
 
 def is_odd(t: torch.Tensor) -> bool:

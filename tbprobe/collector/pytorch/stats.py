@@ -19,6 +19,7 @@ import torch
 from tbprobe.collector._cstats import HostItems
 from tbprobe.collector._cstats import crc32_at as _crc32_at
 from tbprobe.collector._cstats import summarise_into as _summarise_into
+from tbprobe.collector.pytorch.odd_tensors import ROW_KEYS
 
 try:   # the same items with the tensor's facts read in C++ (built against the installed torch; see setup.py)
     from tbprobe.collector._cgrad import ItemReader as _ItemReader
@@ -129,11 +130,10 @@ class StatBuffer:
         return c.nonfinite + nonfinite, max(c.max_abs, max_abs), bool(c.nonfinite_values) or values
 
     def fill_row(self, item: dict, row: list) -> None:
-        """Fill `item` from a row computed elsewhere ([Max, Min, Mean, Norm, zero_count, nan_count, inf_count]:
-        odd_tensors.stats_row) and count it in the step's health."""
-        mx, mn, mean, norm, zeros, nans, infs = row
-        item["Max"], item["Min"], item["Mean"], item["Norm"] = mx, mn, mean, norm
-        item["zero_count"], item["nan_count"], item["inf_count"] = zeros, nans, infs
+        """Fill `item` from a row computed elsewhere (odd_tensors.stats_row, in ROW_KEYS' order) and count it in the
+        step's health."""
+        item.update(zip(ROW_KEYS, row))
+        mx, mn, mean, norm = row[:4]
         nonfinite, max_abs, values = self._row_health
         if math.isfinite(mx) and math.isfinite(mn):
             max_abs = max(max_abs, abs(float(mx)), abs(float(mn)))

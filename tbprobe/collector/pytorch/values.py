@@ -169,8 +169,7 @@ class ItemMaker:
 
 def _fill_row(item: dict, row: list) -> None:
     """ItemMaker.fill_row without a statistics buffer: the row goes into the item, no health is counted."""
-    for k, v in zip(("Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"), row):
-        item[k] = v
+    item.update(zip(odd_tensors.ROW_KEYS, row))
 
 
 def _nonfinite(v: Any) -> bool:

@@ -227,6 +227,7 @@ class ApiCapture:
         inside it are not recorded, as the reference does it."""
         s = self.session
         s.busy += 1
+        args_items = kwargs_items = None     # (the inputs' items, when the call's data is recorded)
         try:
             base = f"{prefix}.{api}"
             name = api_name(prefix, api, s.counters.next(base), "forward")
@@ -245,20 +246,16 @@ class ApiCapture:
             s.guard.report("operator pre-call", exc)
             s.busy -= 1
             return func(*args, **kwargs)
-        if custom:
-            try:
-                out = func(*args, **kwargs)     # busy: the calls inside are not recorded
-            except BaseException:
+        if not custom:
+            s.busy -= 1      # (a custom function stays busy: the calls inside it are not recorded)
+        try:
+            out = func(*args, **kwargs)
+        except BaseException:
+            if custom:
                 s.busy -= 1
-                self._raised(name, parent, args_items if data else None, kwargs_items if data else None)
-                raise
-        else:
-            s.busy -= 1
-            try:
-                out = func(*args, **kwargs)
-            except BaseException:
-                self._raised(name, parent, args_items if data else None, kwargs_items if data else None)
-                raise
+            self._raised(name, parent, args_items, kwargs_items)
+            raise
+        if not custom:
             s.busy += 1
         try:
             s.record.add_construct(name, parent)

@@ -15,12 +15,18 @@ import torch
 __all__ = ["starts_backward", "run_with_mode"]
 
 _skip_next = getattr(torch._C, "_set_skip_next_torch_function", None)
-_BACKWARD_FUNCS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+# (empty where the skip is missing: nothing then takes run_with_mode's path)
+_BACKWARD_FUNCS = frozenset((torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+                            if _skip_next is not None else ())
 
 
 def starts_backward(func: Any) -> bool:
-    """Whether `func` starts a backward pass that run_with_mode can run with the mode on."""
-    return _skip_next is not None and any(func is f for f in _BACKWARD_FUNCS)
+    """Whether `func` starts a backward pass that run_with_mode can run with the mode on. (The mode asks this of
+    every function it does not record, so it is one set lookup.)"""
+    try:
+        return func in _BACKWARD_FUNCS
+    except TypeError:   # unhashable
+        return False
 
 
 def run_with_mode(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:

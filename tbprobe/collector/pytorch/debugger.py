@@ -118,8 +118,7 @@ class PrecisionDebugger:
         if self._finished:
             return
         tokens = check_token_range(token_range)
-        if tokens is not None:
-            check_token_root(model if model is not None else self.model)
+        token_root = check_token_root(model if model is not None else self.model) if tokens is not None else None
         if rank_id is not None:
             if not isinstance(rank_id, int) or isinstance(rank_id, bool) or rank_id < 0:
                 raise TbprobeError(f"start: rank_id must be an int >= 0, not {rank_id!r}")
@@ -152,8 +151,8 @@ class PrecisionDebugger:
             self._step_open = True
         self._collecting = True
         self._resume_collection()
-        if tokens is not None:
-            self._tokens.arm(model if model is not None else self.model, tokens)
+        if token_root is not None:
+            self._tokens.arm(token_root, tokens)
 
     @instances.on_latest
     def stop(self) -> None:

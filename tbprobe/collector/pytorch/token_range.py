@@ -41,9 +41,8 @@ class TokenWindow:
         self._count = 0
         self._hooked: dict = {}      # id(model) -> its hook's handle
 
-    def arm(self, model: Any, token_range: Sequence[int]) -> None:
-        """At start(): count `model`'s forwards from 0, collecting those in `token_range` (check_root first)."""
-        root = check_root(model)
+    def arm(self, root: torch.nn.Module, token_range: Sequence[int]) -> None:
+        """At start(): count `root`'s forwards (check_root's module) from 0, collecting those in `token_range`."""
         if id(root) not in self._hooked:
             self._hooked[id(root)] = root.register_forward_pre_hook(self._on_forward)
         self._range = token_range

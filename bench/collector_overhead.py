@@ -49,8 +49,9 @@ def gpt_training(shape: dict):
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = GPT(dim=shape["dim"], heads=4, layers=shape["layers"], ctx=shape["ctx"], dropout=0.0)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model = GPT(dim=shape["dim"], heads=4, layers=shape["layers"], ctx=shape["ctx"], dropout=float(os.environ.get("BENCH_DROPOUT", "0")))
+    opt = (torch.optim.AdamW(model.parameters(), lr=1e-3) if os.environ.get("BENCH_OPTIM") == "adamw"
+           else torch.optim.SGD(model.parameters(), lr=0.01))
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, 64, (shape["batch"], shape["ctx"] + 1), generator=gen)
     x, y = data[:, :-1], data[:, 1:]
@@ -78,6 +79,7 @@ def write_config(folder: str, name: str, level: str, mode: str, steps: int) -> s
 
 def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
     # two identical models: `plain` is never shown to the tool, `model` is the tool's (see _measure's rounds)
+    shape = dict(shape, **json.loads(os.environ.get("BENCH_SHAPE", "{}")))
     _, plain_step = gpt_training(shape)
     model, train_step = gpt_training(shape)
     # (not deleted here: the whole run's dumps go at its end, see main)

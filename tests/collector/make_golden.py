@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = [(m, lv) for m in ("mlp", "conv", "gpt") for lv in ("L0", "L1", "mix")]
+CASES = [(m, lv) for m in ("mlp", "conv", "gpt", "llama") for lv in ("L0", "L1", "mix")]
 
 
 def node_sets(dump_dir: str) -> dict:

@@ -15,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 
 from train_gpt import GPT, make_batch  # noqa: E402
+from train_llama import Llama  # noqa: E402
 
 
 class MLP(nn.Module):
@@ -56,6 +57,13 @@ def build(model_name: str):
         loss_fn = F.cross_entropy
     elif model_name in ("gpt", "gpt_dropout"):
         model = GPT(dropout=0.0 if model_name == "gpt" else 0.1)   # dropout: the collector must not use the RNG
+        data = [make_batch(i, 2, 16, 64) for i in range(4)]
+
+        def loss_fn(logits, y):
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+    elif model_name == "llama":
+        # many operators per module, kwargs-only calls, no-op conversions (x.float() of a float32 x)
+        model = Llama()
         data = [make_batch(i, 2, 16, 64) for i in range(4)]
 
         def loss_fn(logits, y):

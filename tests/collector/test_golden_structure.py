@@ -25,7 +25,7 @@ def node_sets(rank_dir):
             "stack": {n for names, _ in r["stack"].values() for n in names}}
 
 
-@pytest.mark.parametrize("model", ["mlp", "conv", "gpt"])
+@pytest.mark.parametrize("model", ["mlp", "conv", "gpt", "llama"])
 @pytest.mark.parametrize("level", ["L0", "L1", "mix"])
 def test_same_nodes_as_msprobe(tmp_path, model, level):
     with open(os.path.join(GOLDEN, f"{model}_{level}.json")) as f:

@@ -53,6 +53,27 @@ def test_operator_counters_dunders_and_inplace_input_before_mutation(tmp_path):
     assert "Tensor.sum.0.forward" in data and "Tensor.backward.0.forward" not in data
 
 
+def test_a_call_returning_its_input_has_the_producers_backward_but_dropout_p0_has_none(tmp_path):
+    # as the reference records them: x.float() of a float32 x returns x, and its backward is the node that made x
+    # (here the matmul's); dropout with p=0 returns its input too, and has no backward record at all
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(tmp_path / "dump"), "level": "L1",
+                               "step": [0], "risk_level": "ALL"}))
+    dbg = PrecisionDebugger(config_path=str(cfg))
+    a = torch.ones(2, 2, requires_grad=True)
+    dbg.start()
+    y = torch.matmul(a, a)
+    z = torch.nn.functional.dropout(y.float(), p=0.0)
+    (z * 2).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    assert "Functional.dropout.0.forward" in data and "Functional.dropout.0.backward" not in data
+    assert data["Tensor.float.0.backward"] == data["Torch.matmul.0.backward"]
+    assert data["Tensor.float.0.backward"]["input"][0]["Max"] == 2.0   # d(2z)/dz reaching the matmul's node
+
+
 def test_step_filter_switches_off_for_good_and_restores_torch(tmp_path):
     dbg = make_debugger(tmp_path, level="mix", steps=1)   # step [0] only
     original_add = torch.Tensor.__add__

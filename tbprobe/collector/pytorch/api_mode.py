@@ -6,7 +6,6 @@ The mode sees torch.*, Tensor methods and operators and torch.nn.functional; onl
 Optimizer work is grouped under `optimizer` through torch's global optimizer step hooks.
 """
 import inspect
-import operator
 import threading
 import types
 from typing import Any, Dict, List, Optional
@@ -22,7 +21,12 @@ from tbprobe.collector.pytorch.session import Session, flatten_tensors
 __all__ = ["ApiCapture"]
 
 _dunder = threading.local()
-_grad_fn = operator.attrgetter("grad_fn")
+_DROPOUTS = {"dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "alpha_dropout_",
+             "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_"}
+
+
+def _dropout_p(args: tuple, kwargs: dict) -> object:
+    return args[1] if len(args) > 1 else kwargs.get("p", 0.5)
 
 
 def _dunder_wrapper(dname: str, orig):
@@ -239,9 +243,8 @@ class ApiCapture:
                 kwargs_items = {k: s.items.item_at(v, f"{name}.input", k) for k, v in rec_kwargs.items()}
                 s.note_consumer(name, rec_args)
                 s.add_stack(name, 3)
-            grad = torch.is_grad_enabled()
-            # (each read of t.grad_fn makes a Python object for the node: read it once per tensor)
-            in_nodes = [g for g in map(_grad_fn, flatten_tensors((args, kwargs))) if g is not None] if grad else ()
+            # dropout with p=0 returns its input: no backward of its own (the reference leaves it out too)
+            grad = torch.is_grad_enabled() and not (api in _DROPOUTS and _dropout_p(args, kwargs) == 0)
         except Exception as exc:
             s.guard.report("operator pre-call", exc)
             s.busy -= 1
@@ -269,7 +272,7 @@ class ApiCapture:
             else:  # a construct-only node: its backward is a construct-only node too
                 s.skip_data(name.replace(".forward", ".backward"))
             if grad:
-                s.track_node_backward(name.replace(".forward", ".backward"), parent, in_nodes, outs)
+                s.track_node_backward(name.replace(".forward", ".backward"), parent, outs)
         except Exception as exc:
             s.guard.report("operator post-call", exc)
         finally:

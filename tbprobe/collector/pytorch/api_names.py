@@ -36,11 +36,13 @@ LOW_RISK = {
     # shape and layout
     "reshape", "reshape_as", "squeeze", "unsqueeze", "transpose", "permute", "expand", "expand_as", "split",
     "split_with_sizes", "tensor_split", "chunk", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
-    "dstack", "flatten", "unflatten", "movedim", "moveaxis", "swapaxes", "swapdims", "repeat", "tile", "unbind",
+    "dstack", "column_stack", "row_stack", "hsplit", "vsplit", "dsplit", "unsafe_chunk", "unsafe_split",
+    "unsafe_split_with_sizes", "flatten", "unflatten", "movedim", "moveaxis", "swapaxes", "swapdims", "repeat",
+    "repeat_interleave", "tile", "unbind",
     "as_strided", "unfold", "view_as_real", "view_as_complex", "__getitem__", "ravel", "atleast_1d", "atleast_2d",
     "atleast_3d", "view_as", "stride",
     # dtype conversions and leaving torch
-    "to", "float", "half", "bfloat16", "double", "int", "long", "bool", "byte", "char", "type_as", "numpy",
+    "to", "float", "half", "bfloat16", "double", "int", "long", "bool", "byte", "char", "cfloat", "type_as", "numpy",
     "__bool__",
     # constructors
     "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange", "range",

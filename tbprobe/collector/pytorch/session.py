@@ -301,15 +301,14 @@ class Session:
             _hook_gradient(t, i, tr.on_out_node, tr.on_out)
         self.trackers.append(tr)
 
-    def track_node_backward(self, name: str, parent: Optional[str], in_nodes: Sequence[Any],
-                            outputs: Sequence[Any]) -> None:
-        """An operator's backward through the autograd node(s) of its outputs; none for an output that is an
-        input with the same node (a no-op such as dropout with p=0)."""
+    def track_node_backward(self, name: str, parent: Optional[str], outputs: Sequence[Any]) -> None:
+        """An operator's backward through the autograd node(s) of its outputs. A call that returns its input as it
+        is (`x.float()` on a float32 x) has its input's node, the producer's, as the reference records it too."""
         nodes: List[Any] = []
         for t in outputs:
             if isinstance(t, torch.Tensor) and t.requires_grad:
                 g = t.grad_fn
-                if g is None or any(g is n for n in in_nodes) or any(g is n for n in nodes):
+                if g is None or any(g is n for n in nodes):
                     continue
                 nodes.append(g)
         if not nodes:

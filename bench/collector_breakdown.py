@@ -1,7 +1,7 @@
 """Where tbprobe's small-L0 time goes: the L0 collector with one part of its work taken out at a time.
 
     .venv/bin/python bench/collector_breakdown.py [--rounds 60 | --quick] [--level L0] [--fine] [--dump-root DIR]
-        [--shape small|large]
+        [--shape small|large|small-llama]
 
 The small (or large) GPT of bench/collector_overhead.py, one process, one model per set-up (all identical), measured in
 rounds: each set-up's step is timed twice in a row and the second is kept, so that each kept step follows a step
@@ -32,7 +32,7 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from collector_overhead import LARGE, ROOT, SMALL, gpt_training, write_config  # noqa: E402
+from collector_overhead import ROOT, SHAPES, gpt_training, write_config  # noqa: E402
 
 SETUPS = ("none", "full", "no writer", "no backward", "no stacks", "no items")
 FINE = ("none", "full", "no views", "no param grads", "no param items", "no dataflow", "no counters")
@@ -131,7 +131,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="20 rounds")
     p.add_argument("--dump-root", metavar="DIR", help="where the dumps go (default: the system's temporary folder)")
     p.add_argument("--fine", action="store_true", help="the finer set-ups (see above) in place of the main ones")
-    p.add_argument("--shape", default="small", choices=("small", "large"), help="the benchmarks' small or d=256 GPT")
+    p.add_argument("--shape", default="small", choices=tuple(SHAPES),
+                   help="the benchmarks' small or d=256 GPT, or the small Llama-style decoder")
     args = p.parse_args()
     if args.quick:
         args.rounds = 20
@@ -140,7 +141,7 @@ def main() -> None:
 
     setups = FINE if args.fine else SETUPS
     alias, own_parameters = module_hooks._alias_inputs, module_hooks._own_parameters
-    shape = SMALL if args.shape == "small" else LARGE
+    shape = SHAPES[args.shape]
     runs = {name: gpt_training(shape) for name in setups}
     tmp = tempfile.mkdtemp(prefix="bench_breakdown_", dir=args.dump_root)
     try:
@@ -163,7 +164,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     base = times["none"]
     full = statistics.median(t / b for t, b in zip(times["full"], base))
-    print(f"{args.shape} GPT, {args.level}, {args.rounds} rounds")
+    print(f"{args.shape} {'Llama' if shape['model'] == 'llama' else 'GPT'}, {args.level}, {args.rounds} rounds")
     print(f"{'set-up':<14} {'step ms':>8} {'ratio':>7} {'saved (of the added time)':>26}")
     for name in setups:
         r = statistics.median(t / b for t, b in zip(times[name], base))

@@ -1,7 +1,10 @@
 """Collector overhead: the same training loop with no tool, with msprobe and with tbprobe, in one run.
 
-    .venv/bin/python bench/collector_overhead.py [--quick] [--repeat 3] [--dump-root DIR]
-        [--msprobe-python /tmp/peers/msprobe/bin/python]
+    .venv/bin/python bench/collector_overhead.py [--quick] [--repeat 3] [--dump-root DIR] [--only CASE]
+        [--optimizer sgd|adamw] [--msprobe-python /tmp/peers/msprobe/bin/python]
+
+The cases: the issue's (a small and a d=256 GPT, examples/train_gpt.py, trained with SGD) and the same four small
+cases on examples/train_llama.py's Llama-style decoder at the same size, trained with AdamW ("small-llama").
 
 Each tool runs in a fresh subprocess (msprobe patches torch globally). Each process builds two identical models
 and times them in rounds of four steps: two of one model with no tool, then two of the other with the tool
@@ -27,8 +30,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER_PYTHON = os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "msprobe", "bin", "python")
 
-SMALL = {"dim": 32, "layers": 2, "ctx": 16, "batch": 4}
-LARGE = {"dim": 256, "layers": 2, "ctx": 64, "batch": 8}
+SMALL = {"model": "gpt", "dim": 32, "layers": 2, "ctx": 16, "batch": 4, "optimizer": "sgd"}
+LARGE = {"model": "gpt", "dim": 256, "layers": 2, "ctx": 64, "batch": 8, "optimizer": "sgd"}
+# examples/train_llama.py's decoder at the small GPT's size, trained with AdamW as LLMs are: many operators per
+# module (RMSNorm from plain operators, rotary embeddings, grouped-query attention, SwiGLU) and an optimizer step of
+# ~11 operators per parameter at L1, where the GPT's modules mostly hold one operator each
+SMALL_LLAMA = {"model": "llama", "dim": 32, "layers": 2, "ctx": 16, "batch": 4, "optimizer": "adamw"}
+SHAPES = {"small": SMALL, "large": LARGE, "small-llama": SMALL_LLAMA}
 
 
 def _rss_mb() -> float:
@@ -40,17 +48,22 @@ def _rss_mb() -> float:
 
 
 def gpt_training(shape: dict):
-    """The benchmarks' model (examples/train_gpt.py's GPT, one thread, seeded) and its training step:
-    (model, train_step), train_step() being one untimed SGD step on a fixed batch of random tokens."""
+    """The benchmarks' model (examples/train_gpt.py's GPT, or train_llama.py's decoder when shape["model"] is
+    "llama"; one thread, seeded) and its training step: (model, train_step), train_step() being one untimed step of
+    shape["optimizer"] (SGD unless "adamw") on a fixed batch of random tokens."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import torch
     import torch.nn.functional as F
     from train_gpt import GPT
+    from train_llama import Llama
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = GPT(dim=shape["dim"], heads=4, layers=shape["layers"], ctx=shape["ctx"], dropout=float(os.environ.get("BENCH_DROPOUT", "0")))
-    opt = (torch.optim.AdamW(model.parameters(), lr=1e-3) if os.environ.get("BENCH_OPTIM") == "adamw"
+    if shape.get("model", "gpt") == "llama":
+        model = Llama(vocab=64, dim=shape["dim"], heads=4, kv_heads=2, layers=shape["layers"], hidden=2 * shape["dim"])
+    else:
+        model = GPT(dim=shape["dim"], heads=4, layers=shape["layers"], ctx=shape["ctx"], dropout=0.0)
+    opt = (torch.optim.AdamW(model.parameters(), lr=1e-3) if shape.get("optimizer") == "adamw"
            else torch.optim.SGD(model.parameters(), lr=0.01))
     gen = torch.Generator().manual_seed(0)
     data = torch.randint(0, 64, (shape["batch"], shape["ctx"] + 1), generator=gen)
@@ -79,7 +92,6 @@ def write_config(folder: str, name: str, level: str, mode: str, steps: int) -> s
 
 def worker(tool: str, level: str, mode: str, shape: dict, warmup: int, steps: int, started: bool) -> dict:
     # two identical models: `plain` is never shown to the tool, `model` is the tool's (see _measure's rounds)
-    shape = dict(shape, **json.loads(os.environ.get("BENCH_SHAPE", "{}")))
     _, plain_step = gpt_training(shape)
     model, train_step = gpt_training(shape)
     # (not deleted here: the whole run's dumps go at its end, see main)
@@ -160,9 +172,9 @@ def _measure(tool, level, mode, warmup, steps, started, model, train_step, plain
 
 
 def run(python: str, tool: str, level: str, mode: str, shape: str, warmup: int, steps: int,
-        started: bool = True) -> dict:
+        started: bool = True, optimizer: str = "") -> dict:
     cmd = [python, os.path.abspath(__file__), "--worker", tool, level, mode, shape, str(warmup), str(steps),
-           "1" if started else "0"]
+           "1" if started else "0", optimizer or "default"]
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if proc.returncode != 0:
@@ -181,11 +193,14 @@ def main() -> None:
     p.add_argument("--dump-root", metavar="DIR",
                    help="where the tools write their dumps (default: the system's temporary folder); a step's files "
                         "cost 0.1-0.2 ms on tmpfs and 0.4-3 ms on this machine's disk")
-    p.add_argument("--worker", nargs=7, help=argparse.SUPPRESS)
+    p.add_argument("--optimizer", choices=("sgd", "adamw"),
+                   help="train every case with this optimizer (default: SGD for the GPT, AdamW for the Llama)")
+    p.add_argument("--worker", nargs=8, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        tool, level, mode, shape, warmup, steps, started = args.worker
-        out = worker(tool, level, mode, SMALL if shape == "small" else LARGE, int(warmup), int(steps), started == "1")
+        tool, level, mode, shape, warmup, steps, started, optimizer = args.worker
+        model = dict(SHAPES[shape], **({} if optimizer == "default" else {"optimizer": optimizer}))
+        out = worker(tool, level, mode, model, int(warmup), int(steps), started == "1")
         print(json.dumps(out))
         return
     # Every worker's dump stays until the whole run is over. On ext4, a new inode costs more while many inodes
@@ -204,21 +219,24 @@ def _cases(p: argparse.ArgumentParser, args: argparse.Namespace, ours: str) -> N
     have_ms = os.path.exists(args.msprobe_python)
     n_small, n_large = (8, 3) if args.quick else (20, 6)
     cases = cases_all = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),
-             ("small", "L1", "md5"), ("large", "L0", "statistics"), ("large", "L1", "statistics")]
+                         ("small", "L1", "md5"), ("large", "L0", "statistics"), ("large", "L1", "statistics"),
+                         ("small-llama", "L0", "statistics"), ("small-llama", "L1", "statistics"),
+                         ("small-llama", "mix", "statistics"), ("small-llama", "L1", "md5")]
     if args.only:
         wanted = {" ".join(c.split()) for c in args.only}
         cases = [c for c in cases if " ".join(c) in wanted]
         if not cases:
             p.error(f"--only: no such case (cases: {', '.join(' '.join(c) for c in cases_all)})")
-    print(f"{'case':<22} {'no tool ms':>10} {'msprobe ms':>11} {'ratio':>7} {'tbprobe ms':>11} {'ratio':>7}"
+    print(f"{'case':<28} {'no tool ms':>10} {'msprobe ms':>11} {'ratio':>7} {'tbprobe ms':>11} {'ratio':>7}"
           f" {'added tb/ms':>11}")
     rows = []
     for shape, level, mode in cases:
-        n = n_small if shape == "small" else n_large
+        n = n_large if shape == "large" else n_small
         trials = []
         for _ in range(max(1, args.repeat)):
-            tb = run(ours, "tbprobe", level, mode, shape, 3, n)
-            ms = run(args.msprobe_python, "msprobe", level, mode, shape, 3, n) if have_ms else {"error": "absent"}
+            tb = run(ours, "tbprobe", level, mode, shape, 3, n, optimizer=args.optimizer)
+            ms = (run(args.msprobe_python, "msprobe", level, mode, shape, 3, n, optimizer=args.optimizer) if have_ms
+                  else {"error": "absent"})
             if "step_s" not in tb:
                 raise SystemExit(f"tbprobe run failed: {tb.get('error')}")
             trials.append((tb, ms))
@@ -230,7 +248,7 @@ def _cases(p: argparse.ArgumentParser, args: argparse.Namespace, ours: str) -> N
         ms_added = (m_ratio - 1) * ms["base_s"] if "ratio" in ms else float("nan")
         frac = (r - 1) * b / ms_added if ms_added > 0 else float("nan")
         name = f"{shape} {level} {mode}"
-        print(f"{name:<22} {b * 1e3:>10.2f} {ms.get('step_s', float('nan')) * 1e3:>11.2f} {m_ratio:>6.2f}x"
+        print(f"{name:<28} {b * 1e3:>10.2f} {ms.get('step_s', float('nan')) * 1e3:>11.2f} {m_ratio:>6.2f}x"
               f" {tb['step_s'] * 1e3:>11.2f} {r:>6.2f}x {frac:>11.3f}")
         rows.append((name, tb, ms))
     # the no-tool step right after the tool's step, against the one after it: what the tool's work costs the model's

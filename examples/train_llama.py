@@ -5,9 +5,9 @@
 The model is built the way today's LLMs are (and HuggingFace's Llama, Qwen2 and Mistral code is laid out):
 RMSNorm computed from plain operators, rotary position embeddings made once per forward and handed to every layer
 as a keyword argument, grouped-query attention through scaled_dot_product_attention, a SwiGLU MLP, and modules
-called with keyword arguments only. It trains with AdamW. Many operators per module, unlike examples/train_gpt.py,
-whose modules mostly hold one operator each; tests and benchmarks use both. `--tool msprobe` runs the same loop
-under the reference collector, `--tool none` with no tool.
+called with keyword arguments only. It trains with AdamW and clips the gradients' norm. Many operators per module,
+unlike examples/train_gpt.py, whose modules mostly hold one operator each; tests and benchmarks use both.
+`--tool msprobe` runs the same loop under the reference collector, `--tool none` with no tool.
 """
 import argparse
 
@@ -143,6 +143,7 @@ def main(argv=None) -> list:
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if debugger is not None:
             debugger.stop()

@@ -88,14 +88,17 @@ def _chained(chunks):
     return forward
 
 
-def collected_step(debugger, model, opt, loss_fn, x, y, forward=None):
+def collected_step(debugger, model, opt, loss_fn, x, y, forward=None, clip=False):
     """One SGD step between debugger.start and debugger.stop (no debugger: the plain step); step() is the
-    caller's. `forward` runs the model (default: the model itself; e.g. torch.compile(model)). Returns the loss."""
+    caller's. `forward` runs the model (default: the model itself; e.g. torch.compile(model)); `clip`: clip the
+    gradients' norm before the step, as LLM training loops do. Returns the loss."""
     if debugger is not None:
         debugger.start(model=model)
     loss = loss_fn((model if forward is None else forward)(x), y)
     opt.zero_grad()
     loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     if debugger is not None:
         debugger.stop()
@@ -109,7 +112,8 @@ def train(debugger, model_name: str, steps: int):
     forward = _chained(model) if isinstance(model, list) else None
     losses = []
     for step in range(steps):
-        loss = collected_step(debugger, model, opt, loss_fn, *data[step % len(data)], forward=forward)
+        loss = collected_step(debugger, model, opt, loss_fn, *data[step % len(data)], forward=forward,
+                              clip=model_name == "llama")
         if debugger is not None:
             debugger.step()
         losses.append(loss.detach().clone())

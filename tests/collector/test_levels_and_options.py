@@ -521,3 +521,26 @@ def test_a_list_of_model_chunks_and_fsdp_wrappers(tmp_path):
         "Module.0.0.Linear.forward.0", "Module.0.1.ReLU.forward.0",
         "Module.1.0._fsdp_wrapped_module.Linear.forward.0"]
     assert dbg.hook_errors == 0
+
+
+def test_gradient_clipping_hangs_under_clip_grad_and_is_put_back(tmp_path):
+    original = torch.nn.utils.clip_grad_norm_
+    dbg = make_debugger(tmp_path, level="mix", steps=1)
+    model, data, loss_fn = build("mlp")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dbg.start(model=model)
+    loss_fn(model(data[0][0]), data[0][1]).backward()
+    total = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    opt.step()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert torch.nn.utils.clip_grad_norm_ is original and torch.nn.utils.clip_grad.clip_grad_norm_ is original
+    assert float(total) > 0.5   # (the clipping really ran: the norm it returns is the one before clipping)
+    construct = dump_of(tmp_path)["construct"]
+    assert construct["clip_grad"] is None and construct["optimizer"] is None
+    clipping = [k for k, v in construct.items() if v == "clip_grad"]
+    assert clipping and all(k.startswith(("Torch.", "Tensor.")) for k in clipping)
+    assert "Torch._foreach_norm.0.forward" in clipping
+    assert not any(construct[k] == "clip_grad" for k in construct if k.startswith("Module."))
+    assert any(v == "optimizer" for v in construct.values())

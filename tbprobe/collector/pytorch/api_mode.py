@@ -3,12 +3,14 @@
 The mode sees torch.*, Tensor methods and operators and torch.nn.functional; only the outermost call is seen
 (the mode is off inside its own handler). A few Tensor dunders are re-exposed by thin wrappers only to tell
 `x + y` (`Tensor.__add__`) from `x.add(y)`: their C implementation reports the plain method.
-Optimizer work is grouped under `optimizer` through torch's global optimizer step hooks.
+Optimizer work is grouped under `optimizer` through torch's global optimizer step hooks, gradient clipping under
+`clip_grad` through wrappers of torch.nn.utils' clipping functions.
 """
+import functools
 import inspect
 import threading
 import types
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -21,6 +23,7 @@ from tbprobe.collector.pytorch.session import Session, flatten_tensors
 __all__ = ["ApiCapture"]
 
 _dunder = threading.local()
+_CLIPPING = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_")
 _DROPOUTS = {"dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "alpha_dropout_",
              "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_"}
 
@@ -132,6 +135,7 @@ class ApiCapture:
         self._installed = False             # the dunder wrappers and optimizer hooks (see enter)
         self._saved: Dict[str, Any] = {}
         self._opt_handles: List[Any] = []
+        self._clip_saved: List[Tuple[Any, str, Any]] = []   # (namespace, name, original) of the clipping functions
 
     # --- install / remove ------------------------------------------------------------------------------------
     # The mode is pushed by start() and popped by stop(). The dunder wrappers and the optimizer hooks stay from the
@@ -176,6 +180,9 @@ class ApiCapture:
         for h in self._opt_handles:
             h.remove()
         self._opt_handles = []
+        for ns, name, orig in reversed(self._clip_saved):
+            setattr(ns, name, orig)
+        self._clip_saved = []
 
     def _install(self) -> None:
         for dname in (*DUNDER_ALIASES, *UNRECORDED_OPERATORS):
@@ -190,16 +197,53 @@ class ApiCapture:
 
         self._opt_handles = [register_optimizer_step_pre_hook(self._opt_pre),
                              register_optimizer_step_post_hook(self._opt_post)]
+        self._wrap_clipping()
         self._installed = True
+
+    def _wrap_clipping(self) -> None:
+        """Gradient clipping's calls hang under a `clip_grad` node, as the reference shows them. The functions are
+        Python, not torch functions, so the mode cannot see them begin and end: they are wrapped where user code
+        looks them up (torch.nn.utils and its clip_grad module), and put back by uninstall."""
+        import torch.nn.utils as nn_utils
+        from torch.nn.utils import clip_grad as clip_module
+
+        wrapped: Dict[int, Any] = {}
+        for ns in (nn_utils, clip_module):
+            for name in _CLIPPING:
+                orig = ns.__dict__.get(name)
+                if orig is None or getattr(orig, "_tbprobe_clip", False):
+                    continue
+                if id(orig) not in wrapped:
+                    wrapped[id(orig)] = self._clipping(orig)
+                self._clip_saved.append((ns, name, orig))
+                setattr(ns, name, wrapped[id(orig)])
+
+    def _clipping(self, orig):
+        s = self.session
+
+        @functools.wraps(orig)
+        def clip(*args, **kwargs):
+            if not s.active or s.busy or s.pseudo_parent == "clip_grad":
+                return orig(*args, **kwargs)
+            before = s.pseudo_parent
+            s.pseudo_parent = "clip_grad"
+            s.record.add_construct("clip_grad", None)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                s.pseudo_parent = before
+
+        clip._tbprobe_clip = True
+        return clip
 
     def _opt_pre(self, optimizer, args, kwargs) -> None:
         s = self.session
         if s.active:
-            s.in_optimizer = True
+            s.pseudo_parent = "optimizer"
             s.record.add_construct("optimizer", None)
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
-        self.session.in_optimizer = False
+        self.session.pseudo_parent = None
 
     # --- one call ----------------------------------------------------------------------------------------------
     def _with_data(self, api: str, prefix: str) -> bool:

@@ -36,6 +36,7 @@ __all__ = ["Session", "BackwardTracker"]
 _TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OWN_CODE: Dict[int, bool] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
 _CODES: Dict[int, Any] = {}       # id(code object) -> the code object
+PSEUDO_PARENTS = ("optimizer", "clip_grad")   # construct.json parents that are no call (the reference's)
 _MAX_NAMES = 1 << 20              # Session._data_names is emptied past this many names (a bound for names that change)
 
 
@@ -184,7 +185,7 @@ class Session:
         self.record = StepRecord(0)
         self.fw_stack: List[str] = []      # names of the modules whose forward is running
         self.trackers: List[BackwardTracker] = []
-        self.in_optimizer = False
+        self.pseudo_parent: Optional[str] = None   # "optimizer" or "clip_grad" while their work runs
         self.scope_ids: Optional[set] = None   # capture(module): ids of the module and its descendants
         self.scope_depth = 0                   # >0 while a scoped module's forward runs
         self.producers: Dict[int, tuple] = {}   # id(tensor) -> (weakref, version, producer name)
@@ -260,8 +261,8 @@ class Session:
         return self.scope_ids is None or self.scope_depth > 0
 
     def forward_parent(self) -> Optional[str]:
-        if self.in_optimizer:
-            return "optimizer"
+        if self.pseudo_parent is not None:
+            return self.pseudo_parent
         return self.fw_stack[-1] if self.fw_stack else None
 
     def add_stack(self, name: str, skip: int) -> None:
@@ -282,7 +283,7 @@ class Session:
         tr = BackwardTracker(self, name, 0, len(ins))
         # A backward node hangs under the backward twin of its forward parent (the structure the graph shows);
         # gradient arrival order cannot tell nesting apart when two hooks sit on one tensor.
-        tr.parent = parent.replace(".forward.", ".backward.") if parent and parent != "optimizer" else None
+        tr.parent = parent.replace(".forward.", ".backward.") if parent and parent not in PSEUDO_PARENTS else None
         # The tracker keeps no autograd node (nor tensor): a node holds its hooks, the hooks hold the tracker, and
         # the cyclic GC cannot see the node's side of that loop; a kept node would keep every step's graph, saved
         # activations included, alive (tests/collector/test_harmless.py counts them).
@@ -313,8 +314,8 @@ class Session:
                 nodes.append(g)
         if not nodes:
             return
-        tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.") if parent and parent != "optimizer"
-                         else None, len(nodes))
+        tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.")
+                         if parent and parent not in PSEUDO_PARENTS else None, len(nodes))
         for g in nodes:
             g.register_hook(_NodeHook(tr))
 

@@ -48,6 +48,10 @@ class _ParamGrads:
         self.module_id = 0
         self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
 
+    def on_accumulated(self, pname: str, param: torch.Tensor) -> None:
+        # (a parameter's post-accumulate hook: param.grad now holds what the optimizer will use)
+        self.on_grad(pname, param.grad)
+
     def on_grad(self, pname: str, grad: torch.Tensor) -> None:   # returns None: the gradient is left as it is
         s = self.hooks.session
         # A module that did not run this step has no parameter gradients of its own to report, even when it shares
@@ -136,8 +140,13 @@ class ModuleHooks:
             if pg is not None:
                 pg.module_id = id(mod)
                 for n, p in params:
-                    # a partial of the bound method: no Python frame between autograd and on_grad
-                    handles.append(p.register_hook(partial(pg.on_grad, n)))
+                    # The gradient as it stands after this backward's accumulation into p.grad, as the reference
+                    # reads it: with gradient accumulation, parameters_grad.1 is the sum over both micro-batches.
+                    # (A partial of the bound method: no Python frame between autograd and the hook.)
+                    if p.is_leaf and hasattr(p, "register_post_accumulate_grad_hook"):
+                        handles.append(p.register_post_accumulate_grad_hook(partial(pg.on_accumulated, n)))
+                    else:
+                        handles.append(p.register_hook(partial(pg.on_grad, n)))
         except Exception:
             for h in handles:
                 h.remove()

@@ -544,3 +544,46 @@ def test_gradient_clipping_hangs_under_clip_grad_and_is_put_back(tmp_path):
     assert "Torch._foreach_norm.0.forward" in clipping
     assert not any(construct[k] == "clip_grad" for k in construct if k.startswith("Module."))
     assert any(v == "optimizer" for v in construct.values())
+
+
+def test_parameters_grad_is_the_accumulated_gradient_with_micro_batches(tmp_path):
+    # as the reference reads it: p.grad after each backward's accumulation, what the optimizer will use
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    model, data, loss_fn = build("mlp")
+    dbg.start(model=model)
+    loss_fn(model(data[0][0]), data[0][1]).backward()
+    first = model.fc1.weight.grad.clone()
+    loss_fn(model(data[1][0]), data[1][1]).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    entries = dump_of(tmp_path)["dump"]["data"]
+    got0 = entries["Module.fc1.Linear.parameters_grad.0"]["weight"][0]
+    got1 = entries["Module.fc1.Linear.parameters_grad.1"]["weight"][0]
+    total = model.fc1.weight.grad
+    assert not torch.equal(first, total)
+    assert got0["Max"] == first.max().item() and got0["Norm"] == pytest.approx(first.norm().item(), rel=1e-6)
+    assert got1["Max"] == total.max().item() and got1["Norm"] == pytest.approx(total.norm().item(), rel=1e-6)
+
+
+def test_in_place_work_on_a_0_dim_tensor_records_its_value_before(tmp_path):
+    # a 0-dim tensor's statistics are its value: read when the call is made, not at step end (AdamW's step count
+    # `step_t += 1` read 1.0 for its first step)
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    zero, count, nan = torch.tensor(0.0), torch.tensor(3), torch.tensor(float("nan"))
+    half = torch.tensor(2.0, dtype=torch.float16)
+    dbg.start()
+    zero += 1
+    count += 1
+    nan.fill_(1.0)
+    half.mul_(2)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    got = {k: data[k]["input_args"][0] for k in data}
+    assert got["Tensor.__iadd__.0.forward"]["Max"] == 0.0 and got["Tensor.__iadd__.0.forward"]["zero_count"] == 1
+    assert got["Tensor.__iadd__.1.forward"]["Max"] == 3 and got["Tensor.__iadd__.1.forward"]["zero_count"] == 0
+    assert math.isnan(got["Tensor.fill_.0.forward"]["Max"]) and got["Tensor.fill_.0.forward"]["nan_count"] == 1
+    assert got["Tensor.mul_.0.forward"]["Max"] == 2.0
+    assert data["Tensor.__iadd__.0.forward"]["output"][0]["Max"] == 1.0

@@ -71,10 +71,14 @@ def _scalars(t: torch.Tensor, low: bool = False) -> List[torch.Tensor]:
     integer, half and float64 tensors are computed in float32, as REFERENCE.md s1 says (config precision "high").
     With precision "low", half tensors' Sum and Norm stay in their own dtype (cheaper on an accelerator, and
     they can round or overflow: what "low" asks for)."""
+    t0 = t
     dt = t.dtype
     if dt == torch.float32:
-        if t.dim() == 0:  # the reference writes the value itself for all four statistics of a 0-dim tensor
-            return [t, t, t, t]
+        if t.dim() == 0:
+            # the reference writes the value itself for all four statistics of a 0-dim tensor: a copy of it, as the
+            # batch is read at step end and the tensor may change before (an optimizer's step count, `t += 1`)
+            c = t.clone()
+            return [c, c, c, c]
         mn, mx = torch.aminmax(t)
         return [mx, mn, t.sum(), torch.linalg.vector_norm(t)]
     if dt == torch.bool:
@@ -84,7 +88,8 @@ def _scalars(t: torch.Tensor, low: bool = False) -> List[torch.Tensor]:
         t = t.abs()
         dt = t.dtype
     if t.dim() == 0:
-        return [t, t, t, t]
+        c = t.clone() if t is t0 else t   # (abs() made a new tensor already)
+        return [c, c, c, c]
     mn, mx = torch.aminmax(t)
     if low and dt in _HALF:
         return [mx, mn, t.sum(), torch.linalg.vector_norm(t)]
@@ -250,7 +255,7 @@ class StatBuffer:
             ref = None
         if ref is not None:
             self._cache[key] = (ref, version, slot)
-        self._refs.append((ref, version))
+        self._refs.append((ref, version, t.numel() == 1))
         if self._n32 - self._merged32 >= _BATCH:
             self._merge()
         return slot
@@ -312,7 +317,12 @@ class StatBuffer:
             if finite and (row[1] > 0 or row[0] < 0):
                 out.append([0, 0, 0])   # 0 lies outside [Min, Max]: no zero, no kernel (count_nonzero is slow)
                 continue
-            ref, version = self._refs[slot]
+            ref, version, single = self._refs[slot]
+            if single:
+                # one value: its counts are its statistics' (a 0-dim tensor changed in place since, too)
+                v = row[0]
+                out.append([int(v == 0), int(v != v), int(math.isinf(v))])
+                continue
             t = ref() if ref is not None else None
             if t is None or t._version != version or t.is_meta:
                 out.append([None, 0, 0] if finite else [None, None, None])
@@ -355,7 +365,7 @@ class StatBuffer:
         self._count = 0
         self._where: List[Tuple[int, int]] = []              # slot -> (lane, row in lane)
         self._cache: Dict[int, Tuple[Any, int, int]] = {}   # id(tensor) -> (weakref, version, slot)
-        self._refs: List[Tuple[Any, int]] = []               # slot -> (weakref or None, version)
+        self._refs: List[Tuple[Any, int, bool]] = []         # slot -> (weakref or None, version, one value)
 
 
 def _raw_bytes(t: torch.Tensor) -> np.ndarray:

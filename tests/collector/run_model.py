@@ -89,7 +89,7 @@ def _chained(chunks):
 
 
 def collected_step(debugger, model, opt, loss_fn, x, y, forward=None, clip=False):
-    """One SGD step between debugger.start and debugger.stop (no debugger: the plain step); step() is the
+    """One optimizer step between debugger.start and debugger.stop (no debugger: the plain step); step() is the
     caller's. `forward` runs the model (default: the model itself; e.g. torch.compile(model)); `clip`: clip the
     gradients' norm before the step, as LLM training loops do. Returns the loss."""
     if debugger is not None:
@@ -108,7 +108,9 @@ def collected_step(debugger, model, opt, loss_fn, x, y, forward=None, clip=False
 def train(debugger, model_name: str, steps: int):
     model, data, loss_fn = build(model_name)
     chunks = model if isinstance(model, list) else [model]
-    opt = torch.optim.SGD([p for m in chunks for p in m.parameters()], lr=0.1)
+    params = [p for m in chunks for p in m.parameters()]
+    # the Llama trains as LLMs do, with AdamW (whose step count is a 0-dim tensor changed in place) and clipping
+    opt = torch.optim.AdamW(params, lr=1e-3) if model_name == "llama" else torch.optim.SGD(params, lr=0.1)
     forward = _chained(model) if isinstance(model, list) else None
     losses = []
     for step in range(steps):

@@ -30,5 +30,9 @@ class Counters:
         self._n[key] = n + 1
         return n
 
+    def peek(self, key: str) -> int:
+        """The index the next `next(key)` returns."""
+        return self._n.get(key, 0)
+
     def reset(self) -> None:
         self._n.clear()

@@ -248,3 +248,35 @@ def test_statistics_equal_msprobes_on_the_llama_with_adamw_and_clipping(tmp_path
                     if not _same_statistic(field, mine[path].get(field), ref[path].get(field), mine[path].get("dtype")):
                         wrong.append((name, path, field, mine[path].get(field), ref[path].get(field)))
         assert compared > 1000 and wrong == []
+
+
+def test_tensor_task_saves_the_files_msprobe_saves_with_the_same_tensors(tmp_path):
+    """task "tensor" on the Llama at mix: the same file names under dump_tensor_data (keyword arguments under
+    `.kwargs.`, parameter gradients under their record's index) holding equal tensors, and data_name pointing at
+    them."""
+    need_peers()
+    out = str(tmp_path / "ms")
+    subprocess.run([PEER_PYTHON, os.path.join(HERE, "run_model.py"), "msprobe", "llama", "mix", out, "statistics", "1",
+                    "tensor"], check=True, capture_output=True, timeout=600)
+    d = tmp_path / "tb"
+    d.mkdir()
+    dbg = make_debugger(d, level="mix", task="tensor")
+    train(dbg, "llama", 1)
+    dbg.close()
+    theirs_dir = os.path.join(rank_dirs(out)[0], "dump_tensor_data")
+    ours_rank = rank_dirs(str(d / "dump"))[0]
+    ours_dir = os.path.join(ours_rank, "dump_tensor_data")
+    theirs, ours = set(os.listdir(theirs_dir)), set(os.listdir(ours_dir))
+    # the one difference: the input gradients of a module called with keyword arguments only, which msprobe's full
+    # backward hook never sees (docs/compatibility.md)
+    assert len(theirs) > 500 and theirs - ours == set()
+    assert ours - theirs == {f"Module.layers.{i}.self_attn.Attention.backward.0.output.0.pt" for i in (0, 1)}
+    ours &= theirs
+    import torch
+    for name in sorted(ours):
+        a = torch.load(os.path.join(ours_dir, name))
+        b = torch.load(os.path.join(theirs_dir, name))
+        assert torch.equal(a, b), name
+    named = {i["data_name"] for e in load_rank(ours_rank)["dump"]["data"].values() for _, i in _items(e)
+             if "data_name" in i}
+    assert named >= ours and len(named - ours) == 2

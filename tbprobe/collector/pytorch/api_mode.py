@@ -284,7 +284,7 @@ class ApiCapture:
             if data:
                 rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs else (args, kwargs)
                 args_items = s.items.list_items(rec_args, f"{name}.input")
-                kwargs_items = {k: s.items.item_at(v, f"{name}.input", k) for k, v in rec_kwargs.items()}
+                kwargs_items = {k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in rec_kwargs.items()}
                 s.note_consumer(name, rec_args)
                 s.add_stack(name, 3)
             # dropout with p=0 returns its input: no backward of its own (the reference leaves it out too)

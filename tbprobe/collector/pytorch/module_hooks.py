@@ -68,7 +68,9 @@ class _ParamGrads:
                 self.pending = {}
                 self.step = s.step
             keep = s.record_data(self.first_name)
-            self.pending[pname] = [s.items.item_at(grad, f"{self.prefix}.parameters_grad", pname)] if keep else None
+            # (the record's name, and its saved tensors' files, carry the index it will get when complete)
+            self.pending[pname] = [s.items.item_at(grad, params_grad_name(
+                self.prefix, s.counters.peek(self.prefix + ".parameters_grad")), pname)] if keep else None
             if len(self.pending) == len(self.names):
                 n = s.counters.next(self.prefix + ".parameters_grad")
                 name = params_grad_name(self.prefix, n)
@@ -186,7 +188,7 @@ class ModuleHooks:
                 parent = s.forward_parent()
                 keep = s.record_data(name)
                 args_items = s.items.list_items(args, f"{name}.input") if keep else None
-                kwargs_items = ({k: s.items.item_at(v, f"{name}.input", k) for k, v in kwargs.items()}
+                kwargs_items = ({k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in kwargs.items()}
                                 if keep else None)
                 s.note_consumer(name, args)
                 s.add_stack(name, 2) if keep else None

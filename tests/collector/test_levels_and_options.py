@@ -183,8 +183,11 @@ def test_task_tensor_saves_pt_files_and_structure_has_no_stats(tmp_path):
     train(dbg, "mlp", 1)
     dbg.close()
     r = dump_of(tmp_path / "s")
-    item = r["dump"]["data"]["Module.fc1.Linear.forward.0"]["output"][0]
-    assert "Max" not in item and item["shape"] == [4, 16]
+    # names only, as the reference writes a structure dump: with records in dump.json, msprobe's graph_visualize
+    # takes the dump for one to compare statistics of, refuses the mode and hangs
+    assert r["dump"]["data"] == {} and r["dump"]["task"] == "structure"
+    assert r["construct"]["Functional.linear.0.forward"] == "Module.fc1.Linear.forward.0"
+    assert "Module.fc1.Linear.forward.0" in {n for names, _ in r["stack"].values() for n in names}
 
 
 def test_loop_conveniences_and_init_step(tmp_path):

@@ -590,3 +590,24 @@ def test_in_place_work_on_a_0_dim_tensor_records_its_value_before(tmp_path):
     assert math.isnan(got["Tensor.fill_.0.forward"]["Max"]) and got["Tensor.fill_.0.forward"]["nan_count"] == 1
     assert got["Tensor.mul_.0.forward"]["Max"] == 2.0
     assert data["Tensor.__iadd__.0.forward"]["output"][0]["Max"] == 1.0
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_an_inference_mode_pass_inside_the_step_is_recorded_without_errors(tmp_path, level):
+    # inference tensors have no version counter: reading one raised inside the hooks (counted as hook errors)
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    model, data, loss_fn = build("mlp")
+    x, y = data[0]
+    dbg.start(model=model)
+    with torch.inference_mode():
+        probe = model(x)
+        probe.mul_(2.0)            # in-place work on an inference tensor
+    loss_fn(model(x), y).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data_ = dump_of(tmp_path)["dump"]["data"]
+    out = data_["Module.fc2.Linear.forward.0"]["output"][0]
+    assert out["Max"] == pytest.approx(probe.max().item() / 2.0) and out["shape"] == [4, 4]
+    assert "Module.fc2.Linear.forward.1" in data_ and "Module.fc2.Linear.backward.1" in data_

@@ -325,11 +325,12 @@ class Session:
             if isinstance(t, torch.Tensor):
                 if not overwrite:
                     p = self.producers.get(id(t))
+                    # (a tensor found here has a version counter: it got in through the line below)
                     if p is not None and p[0]() is t and p[1] == t._version:
                         continue  # an operator inside the module produced it: keep the finer producer
                 try:
                     self.producers[id(t)] = (weakref.ref(t), t._version, name)
-                except TypeError:
+                except (TypeError, RuntimeError):   # (an inference tensor has no version counter: no data flow)
                     pass
 
     def note_consumer(self, name: str, inputs: Sequence[Any]) -> None:

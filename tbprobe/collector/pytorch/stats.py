@@ -165,8 +165,12 @@ class StatBuffer:
         cached = n >= _HOST_CACHE_MIN
         if cached:
             key = id(t)
-            version = t._version
-            hit = self._host_cache.get(key)
+            try:
+                version = t._version
+            except RuntimeError:   # an inference tensor (torch.inference_mode) has no version counter: no cache
+                version = None
+                cached = False
+            hit = self._host_cache.get(key) if cached else None
             if hit is not None and hit[1] == version and hit[0]() is t:
                 src = hit[2]
                 for k in _ITEM_KEYS:
@@ -207,9 +211,12 @@ class StatBuffer:
 
     def add(self, t: torch.Tensor) -> int:
         key = id(t)
-        version = t._version
+        try:
+            version = t._version
+        except RuntimeError:   # an inference tensor (torch.inference_mode) has no version counter: no cache
+            version = None
         hit = self._cache.get(key)
-        if hit is not None and hit[1] == version and hit[0]() is t:
+        if hit is not None and version is not None and hit[1] == version and hit[0]() is t:
             return hit[2]
         grad = _grad_enabled()
         if grad:  # two C calls instead of a no_grad context manager per tensor
@@ -253,7 +260,7 @@ class StatBuffer:
             ref = weakref.ref(t)
         except TypeError:
             ref = None
-        if ref is not None:
+        if ref is not None and version is not None:
             self._cache[key] = (ref, version, slot)
         self._refs.append((ref, version, t.numel() == 1))
         if self._n32 - self._merged32 >= _BATCH:
@@ -324,7 +331,7 @@ class StatBuffer:
                 out.append([int(v == 0), int(v != v), int(math.isinf(v))])
                 continue
             t = ref() if ref is not None else None
-            if t is None or t._version != version or t.is_meta:
+            if t is None or version is None or t._version != version or t.is_meta:
                 out.append([None, 0, 0] if finite else [None, None, None])
                 continue
             if t.is_complex():

@@ -1,5 +1,5 @@
 """Which records to keep: scope, list, data_mode, rank and step filters. Framework-neutral."""
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from tbprobe.collector.config import CollectorConfig
 
@@ -7,7 +7,21 @@ __all__ = ["NameFilter", "StepFilter"]
 
 
 class NameFilter:
-    """`scope` (a range between two full names, in execution order) and `list` (full names or substrings)."""
+    """`scope` (a range between two full names, in execution order) and `list` (full names or substrings), with the
+    reference's semantics, checked against msprobe's dumps call by call (tests/collector/test_peers.py):
+
+    - a scope opens when the call named by its first name begins and closes when the call named by its second name
+      ends. A module's call begins and ends around everything inside it (its forward, or its backward for a
+      `.backward.` name), so at L0 a range of two modules holds both and all they contain; an operator's call is
+      the record itself. At mix a range that ends with a module's forward closes as soon as that module starts
+      (what is inside it is left out), as the reference does. Every record made while the range is open
+      is kept, forward and backward alike: a range of forward names keeps no backward records, and a range of
+      backward names keeps the backward pass's;
+    - a list entry keeps every record whose name contains it; at mix, a module whose name contains it also keeps
+      every record made while it runs (the operators inside a listed module, forward and backward).
+
+    The hooks report `note_start(name)` / `note_end(name)` when a module's forward or backward begins and ends;
+    `keep(name, direction)` is asked once per record, in execution order."""
 
     def __init__(self, cfg: CollectorConfig) -> None:
         self.scope = list(cfg.scope)
@@ -19,57 +33,67 @@ class NameFilter:
         self.backward = self.all_modes or "backward" in modes or not ({"forward", "backward"} & modes)
         self.inputs = self.all_modes or "input" in modes or not ({"input", "output"} & modes)
         self.outputs = self.all_modes or "output" in modes or not ({"input", "output"} & modes)
-        self._in_scope = not self.scope
-        self._scope_done = False
-        self._kept_forward: set = set()
+        # at mix a listed module opens a region: the answer for a name then depends on when it is asked
+        self.regions = cfg.level == "mix" and bool(self.names)
+        self._close_at_record = cfg.level == "mix"   # (see the class's note on scopes)
+        # whether keep()'s answer depends on the call order, not on the name alone (the session then asks anew in
+        # every step)
+        self.contextual = bool(self.scope) or self.regions
+        self._in_scope = False
+        self._open: List[str] = []      # listed modules running now (regions)
+        self._backward_kept: set = set()   # modules whose backward record a scope kept in this step
 
     def reset_step(self) -> None:
-        self._in_scope = not self.scope
-        self._scope_done = False
-        self._kept_forward.clear()
+        self._in_scope = False
+        self._open = []
+        self._backward_kept = set()
 
-    @staticmethod
-    def _match(name: str, pattern: str) -> bool:
-        return name == pattern
+    def _listed(self, name: str) -> bool:
+        return any(n in name for n in self.names)
 
     def note_start(self, name: str) -> None:
-        """A module begins: a scope opened by a module name covers everything inside it."""
-        if self.scope and not self._in_scope and not self._scope_done and self._match(name, self.scope[0]):
+        """A module's forward or backward call `name` begins."""
+        if self.scope and name == self.scope[0]:
             self._in_scope = True
+        if self.regions and self._listed(name):
+            self._open.append(name)
+
+    def note_end(self, name: str) -> None:
+        """A module's forward or backward call `name` ends (a call that raised ends too)."""
+        if self.scope and name == self.scope[1]:
+            self._in_scope = False
+        if self._open and name in self._open:
+            self._open.remove(name)
 
     def keep(self, name: str, direction: str) -> bool:
-        """Whether `name` (about to be recorded) passes scope, list and the forward/backward data_mode.
-
-        A backward record is kept when its forward twin was kept (the scope is a range of forward calls)."""
-        if direction == "backward":
-            if not self.backward:
-                return False
-            if self.scope:
-                return self._twin(name) in self._kept_forward
-        elif not self.forward:
-            return False
-        if self.scope and direction != "backward":
-            if self._scope_done:
-                return False
-            if not self._in_scope:
-                if not self._match(name, self.scope[0]):
-                    return False
-                self._in_scope = True
-            if self._match(name, self.scope[1]):
-                self._scope_done = True
-                self._in_scope = False
-        if self.names and not any(n == name or n in name for n in self.names):
+        """Whether the record `name` (about to be made) passes scope, list and the forward/backward data_mode."""
+        if not (self.backward if direction == "backward" else self.forward):
             return False
         if self.scope:
-            self._kept_forward.add(name)
+            if name == self.scope[0]:
+                self._in_scope = True   # (an operator's name: its record is its whole call)
+            inside = self._in_scope
+            if name == self.scope[1] and (not _is_module(name) or (self._close_at_record and ".forward." in name)):
+                self._in_scope = False
+            if ".parameters_grad." in name:
+                # a module's parameter gradients go with its backward record, as the reference keeps them (a module
+                # whose input needs no gradient ends its backward before they arrive)
+                inside = inside or name.rsplit(".parameters_grad.", 1)[0] in self._backward_kept
+            elif inside and ".backward." in name and _is_module(name):
+                self._backward_kept.add(name.rsplit(".backward.", 1)[0])
+            if not inside:
+                return False
+        if self.names and not (self._open or self._listed(name)):
+            return False
         return True
-
-    @staticmethod
-    def _twin(name: str) -> str:
-        return name.replace(".backward", ".forward")
 
     def wants_tensor(self, name: str) -> bool:
         return any(s in name for s in self.tensor_list)
+
+
+def _is_module(name: str) -> bool:
+    """A module's call (`Module.<path>.<Class>.forward.<n>`, MindSpore's `Cell.`), which ends in note_end."""
+    return name.startswith(("Module.", "Cell."))
 
 
 class StepFilter:

@@ -1,7 +1,7 @@
 """Train one small model for a few steps under a collector (tbprobe or msprobe); used by the tests and to make
 the golden node sets (run with the msprobe peer's python: `python run_model.py msprobe gpt mix OUT`).
 
-usage: run_model.py TOOL MODEL LEVEL DUMP_PATH [SUMMARY_MODE] [STEPS] [TASK]
+usage: run_model.py TOOL MODEL LEVEL DUMP_PATH [SUMMARY_MODE] [STEPS] [TASK] [BLOCK_JSON]
 """
 import json
 import os
@@ -135,10 +135,13 @@ def main(argv):
     summary_mode = argv[4] if len(argv) > 4 else "statistics"
     steps = int(argv[5]) if len(argv) > 5 else 1
     task = argv[6] if len(argv) > 6 else "statistics"
+    block = json.loads(argv[7]) if len(argv) > 7 else {}   # more keys of the task block (scope, list ...)
     cfg_path = dump_path.rstrip("/") + "_config.json"
     os.makedirs(os.path.dirname(os.path.abspath(cfg_path)), exist_ok=True)
     with open(cfg_path, "w") as f:
-        json.dump(config(dump_path, level, summary_mode, steps, task), f)
+        cfg = config(dump_path, level, summary_mode, steps, task)
+        cfg.setdefault(task, {}).update(block)
+        json.dump(cfg, f)
     if tool == "msprobe":
         from msprobe.pytorch import PrecisionDebugger
     else:

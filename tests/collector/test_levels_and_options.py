@@ -94,8 +94,23 @@ def test_scope_list_and_data_mode(tmp_path):
     data = dump_of(tmp_path / "a")["dump"]["data"]
     assert "Module.fc1.Linear.forward.0" in data and "Module.act.ReLU.forward.0" in data
     assert "Functional.linear.0.forward" in data and "Module.fc2.Linear.forward.0" not in data
-    assert "Module.fc1.Linear.backward.0" in data and "Module.fc2.Linear.backward.0" not in data
+    # a range of forward calls: the backward pass runs after it closed (as the reference selects)
+    assert not any(".backward" in n or "parameters_grad" in n for n in data)
     assert list(dump_of(tmp_path / "a", step=1)["dump"]["data"]) == list(data)
+
+    # a range of backward calls, from fc2's backward to fc1's: what the backward pass records in between, as
+    # msprobe 26.2.0 selects it. fc1's input needs no gradient, so its backward ends as soon as it begins, before
+    # the linear's; its parameter gradients go with its backward record
+    (tmp_path / "c").mkdir()
+    dbg = make_debugger(tmp_path / "c", level="mix", steps=2,
+                        scope=["Module.fc2.Linear.backward.0", "Module.fc1.Linear.backward.0"])
+    train(dbg, "mlp", 2)
+    dbg.close()
+    for step in (0, 1):
+        data = dump_of(tmp_path / "c", step)["dump"]["data"]
+        assert set(data) == {"Functional.linear.1.backward", "Module.fc2.Linear.parameters_grad.0",
+                             "Module.fc2.Linear.backward.0", "Functional.relu.0.backward", "Module.act.ReLU.backward.0",
+                             "Module.fc1.Linear.backward.0", "Module.fc1.Linear.parameters_grad.0"}
 
     (tmp_path / "b").mkdir()
     dbg = make_debugger(tmp_path / "b", level="L1", steps=2, list=["relu"], data_mode=["forward"])

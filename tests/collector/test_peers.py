@@ -303,3 +303,33 @@ def test_graph_visualize_compares_a_structure_dump_of_tbprobe_with_msprobes(tmp_
     # differ: docs/compatibility.md)
     unmatched = [n for n, (_, link) in npu.items() if (not link or link == "[]") and ".backward" not in n]
     assert len(npu) > 400 and len(unmatched) <= 1, unmatched[:5]   # (the root may stand alone)
+
+
+FILTERS = [   # (level, task block): scopes of modules, operators and backward calls, lists of names and of modules
+    ("mix", {"scope": ["Module.layers.0.DecoderLayer.forward.0", "Module.layers.1.self_attn.Attention.forward.0"]}),
+    ("L1", {"scope": ["Functional.linear.2.forward", "Tensor.__mul__.6.forward"]}),
+    ("mix", {"scope": ["Module.layers.1.DecoderLayer.backward.0", "Module.layers.0.DecoderLayer.backward.0"]}),
+    ("mix", {"scope": ["Module.layers.1.DecoderLayer.forward.0", "Module.layers.1.DecoderLayer.backward.0"]}),
+    ("L0", {"scope": ["Module.layers.0.DecoderLayer.forward.0", "Module.layers.1.DecoderLayer.forward.0"]}),
+    ("L0", {"scope": ["Module.layers.1.DecoderLayer.backward.0", "Module.layers.0.DecoderLayer.backward.0"]}),
+    ("mix", {"list": ["Module.layers.1.mlp"]}),
+    ("L1", {"list": ["linear", "silu"], "data_mode": ["forward"]}),
+]
+
+
+@pytest.mark.parametrize("level, block", FILTERS, ids=[f"{lv}-{'-'.join(b)}-{i}" for i, (lv, b) in enumerate(FILTERS)])
+def test_scope_and_list_select_the_records_msprobe_selects(tmp_path, level, block):
+    """A range is opened by its first call's start and closed by its second call's end, forward and backward
+    alike; at mix a listed module keeps what runs inside it."""
+    need_peers()
+    out = str(tmp_path / "ms")
+    subprocess.run([PEER_PYTHON, os.path.join(HERE, "run_model.py"), "msprobe", "llama", level, out, "statistics",
+                    "1", "statistics", json.dumps(block)], check=True, capture_output=True, timeout=600)
+    d = tmp_path / "tb"
+    d.mkdir()
+    dbg = make_debugger(d, level=level, steps=1, **block)
+    train(dbg, "llama", 1)
+    dbg.close()
+    theirs = set(load_rank(rank_dirs(out)[0])["dump"]["data"])
+    ours = set(load_rank(rank_dirs(str(d / "dump"))[0])["dump"]["data"])
+    assert len(theirs) > 5 and ours == theirs

@@ -280,7 +280,8 @@ class ApiCapture:
             base = f"{prefix}.{api}"
             name = api_name(prefix, api, s.counters.next(base), "forward")
             parent = s.forward_parent()
-            data = (custom or self._with_data(api, prefix)) and s.record_data(name)
+            risky = custom or self._with_data(api, prefix)
+            data = risky and s.record_data(name)
             if data:
                 rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs else (args, kwargs)
                 args_items = s.items.list_items(rec_args, f"{name}.input")
@@ -313,8 +314,10 @@ class ApiCapture:
                          "output": s.items.list_items(o, f"{name}.output")}
                 s.add_entry(name, entry)
                 s.note_producer(name, outs)
-            else:  # a construct-only node: its backward is a construct-only node too
+            elif not risky:  # a construct-only node by its risk level: its backward is one too
                 s.skip_data(name.replace(".forward", ".backward"))
+            # (a forward the scope or list left out still has its backward asked when it runs: a range of backward
+            # names keeps it)
             if grad:
                 s.track_node_backward(name.replace(".forward", ".backward"), parent, outs)
         except Exception as exc:

@@ -184,7 +184,8 @@ class ModuleHooks:
             try:
                 idx = s.counters.next(base)
                 name = f"{base}.forward.{idx}"
-                s.filter.note_start(name)
+                if s.filter.contextual:
+                    s.filter.note_start(name)
                 parent = s.forward_parent()
                 keep = s.record_data(name)
                 args_items = s.items.list_items(args, f"{name}.input") if keep else None
@@ -223,6 +224,8 @@ class ModuleHooks:
                 s.scope_depth -= 1
             if s.fw_stack and s.fw_stack[-1] == call.name:
                 s.fw_stack.pop()
+            if s.filter.contextual:
+                s.filter.note_end(call.name)
             if s.busy:
                 return None
             raised = output is None and sys.exc_info()[1] is not None

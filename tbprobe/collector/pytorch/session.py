@@ -44,7 +44,7 @@ class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "done", "step")
+                 "began", "done", "step")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -55,6 +55,7 @@ class BackwardTracker:
         self.missing_in = n_in
         self.parent: Optional[str] = None
         self.started = False
+        self.began = False     # the filters were told the module's backward began (a scope or a listed module)
         self.done = False
         self.step = session.step
 
@@ -70,6 +71,9 @@ class BackwardTracker:
         try:
             with _NoTorchFunction():
                 self.started = True
+                if not self.began and s.filter.contextual:
+                    self.began = True
+                    s.filter.note_start(self.name)
                 self.out_items[i] = s.items.item_at(grad, f"{self.name}.input", i) if s.record_data(self.name) \
                     else None
                 self.missing_out -= 1
@@ -87,6 +91,9 @@ class BackwardTracker:
         s.busy += 1
         try:
             with _NoTorchFunction():
+                if not self.began and s.filter.contextual:
+                    self.began = True
+                    s.filter.note_start(self.name)
                 self.in_items[i] = s.items.item_at(grad, f"{self.name}.output", i) if s.record_data(self.name) \
                     else None
                 self.missing_in -= 1
@@ -110,6 +117,8 @@ class BackwardTracker:
         s.record.add_construct(self.name, self.parent)
         if s.record_data(self.name):
             s.add_entry(self.name, {"input": self.out_items, "output": self.in_items})
+        if self.began:
+            s.filter.note_end(self.name)
 
 
 class NodeTracker:
@@ -201,8 +210,9 @@ class Session:
         self.fw_stack = []
         self.trackers = []
         self.producers = {}
-        if self.filter.scope or len(self._data_names) > _MAX_NAMES:
-            # a scope is a range of calls in execution order: whether a name is kept can change from step to step.
+        if self.filter.contextual or len(self._data_names) > _MAX_NAMES:
+            # a scope is a range of calls in execution order (and at mix a listed module keeps what runs inside it):
+            # whether a name is kept can change from step to step.
             # Without one the answer depends on the name alone and is kept across steps (each name's first
             # lookup of every step cost 4-9% of small L0's added time, 2-4% at L1 and mix)
             self._data_names = {}

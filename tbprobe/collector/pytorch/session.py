@@ -245,14 +245,15 @@ class Session:
         return keep
 
     def add_entry(self, name: str, entry: dict) -> None:
-        """Add a forward/backward record, keeping only the inputs or outputs when data_mode asks for one side."""
+        """Add a forward/backward record, keeping only the inputs or outputs when data_mode asks for one side: the
+        other side's keys are left out, a module's parameters going with its outputs, as the reference writes it."""
         f = self.filter
         if not f.inputs:
-            for key, empty in (("input_args", []), ("input_kwargs", {}), ("input", [])):
-                if key in entry:
-                    entry[key] = empty
-        if not f.outputs and "output" in entry:
-            entry["output"] = []
+            for key in ("input_args", "input_kwargs", "input"):
+                entry.pop(key, None)
+        if not f.outputs:
+            entry.pop("output", None)
+            entry.pop("parameters", None)
         self.record.add_entry(name, entry)
 
     def skip_data(self, name: str) -> None:

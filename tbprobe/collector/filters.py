@@ -17,6 +17,7 @@ class NameFilter:
       (what is inside it is left out), as the reference does. Every record made while the range is open
       is kept, forward and backward alike: a range of forward names keeps no backward records, and a range of
       backward names keeps the backward pass's;
+    - a module's `parameters_grad` goes with its backward record (kept when that record was);
     - a list entry keeps every record whose name contains it; at mix, a module whose name contains it also keeps
       every record made while it runs (the operators inside a listed module, forward and backward).
 

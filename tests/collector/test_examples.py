@@ -6,6 +6,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 
 import train_gpt  # noqa: E402
+import train_llama  # noqa: E402
 import train_mlp  # noqa: E402
 from conftest import load_rank, rank_dirs  # noqa: E402
 
@@ -33,3 +34,13 @@ def test_train_mlp(tmp_path):
     losses = train_mlp.main(["--dump-path", str(tmp_path / "mlp"), "--steps", "2"])
     assert len(losses) == 2
     assert sorted(os.listdir(tmp_path / "mlp")) == ["step0", "step1"]
+
+
+def test_train_llama_records_the_clipping_and_leaves_the_losses_alone(tmp_path):
+    losses = train_llama.main(["--dump-path", str(tmp_path / "llama"), "--level", "mix", "--steps", "2"])
+    plain = train_llama.main(["--tool", "none", "--steps", "2"])
+    assert losses == plain and len(losses) == 2
+    for step in (0, 1):
+        r = load_rank(rank_dirs(str(tmp_path / "llama"), step)[0])
+        assert r["construct"]["clip_grad"] is None and r["construct"]["Torch._foreach_norm.0.forward"] == "clip_grad"
+        assert "Module.layers.1.self_attn.Attention.forward.0" in r["dump"]["data"]

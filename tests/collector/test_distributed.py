@@ -104,3 +104,23 @@ def test_two_ranks_record_what_msprobe_records(tmp_path, level):
     assert sorted(runs["tbprobe"]) == ["rank0", "rank1"]
     assert runs["tbprobe"] == runs["msprobe"]
     assert "Distributed.all_gather.1.forward" in runs["tbprobe"]["rank0"]   # all_gather_object's own all_gather
+    # and the same record layout: a destination buffer's input is null (its memory holds noise before the call),
+    # the output is every argument as the call left it, keywords included
+    for rank in ("rank0", "rank1"):
+        dumps = {}
+        for tool in ("tbprobe", "msprobe"):
+            with open(tmp_path / tool / "step0" / rank / "dump.json") as f:
+                dumps[tool] = {n: _layout(e) for n, e in json.load(f)["data"].items() if n.startswith("Distributed.")}
+        assert dumps["tbprobe"] == dumps["msprobe"]
+    with open(tmp_path / "tbprobe" / "step0" / "rank1" / "dump.json") as f:
+        recv = json.load(f)["data"]["Distributed.recv.0.forward"]
+    assert recv["input_args"][0] is None and recv["output"][0]["type"] == "torch.Tensor"
+
+
+def _layout(value):
+    """A record with each item replaced by its type (None stays None)."""
+    if isinstance(value, dict):
+        return value.get("type") if "type" in value else {k: _layout(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_layout(v) for v in value]
+    return value

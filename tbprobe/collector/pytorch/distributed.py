@@ -19,6 +19,18 @@ COLLECTIVES = (
     "send", "recv", "isend", "irecv", "batch_isend_irecv",
 )
 
+# Each collective's destination buffer (a position, and the keyword torch names it by): what it holds before the
+# call is whatever the allocator left there, so its input item is null, as in the reference; a comparison of two
+# runs would otherwise flag noise. isend's tensor is not changed by the call: its output item is null.
+_PLACEHOLDERS = {
+    "recv": (0, "tensor"), "irecv": (0, "tensor"), "all_gather": (0, "tensor_list"), "gather": (1, "gather_list"),
+    "scatter": (0, "tensor"), "reduce_scatter": (0, "output"), "reduce_scatter_tensor": (0, "output"),
+    "_reduce_scatter_base": (0, "output"), "all_gather_into_tensor": (0, "output_tensor"),
+    "_all_gather_base": (0, "output_tensor"), "all_to_all_single": (0, "output"),
+    "all_to_all": (0, "output_tensor_list"),
+}
+_UNCHANGED = {"isend": 0}
+
 
 class _Work:
     """Stands in for a work handle: records the call once wait() has returned."""
@@ -85,8 +97,11 @@ class DistributedCapture:
                 name = api_name("Distributed", api, s.counters.next(f"Distributed.{api}"), "forward")
                 parent = s.forward_parent()
                 keep = s.record_data(name)
-                args_items = [s.items.value(a, f"{name}.input.{i}") for i, a in enumerate(args)] if keep else None
-                kwargs_items = {k: s.items.value(v, f"{name}.input.{k}") for k, v in kwargs.items()} if keep else None
+                hole, hole_key = _PLACEHOLDERS.get(api, (-1, None))
+                args_items = [None if i == hole else s.items.value(a, f"{name}.input.{i}")
+                              for i, a in enumerate(args)] if keep else None
+                kwargs_items = {k: None if k == hole_key else s.items.value(v, f"{name}.kwargs.{k}")
+                                for k, v in kwargs.items()} if keep else None
                 if keep:
                     s.add_stack(name, 2)
             except Exception as exc:
@@ -110,9 +125,12 @@ class DistributedCapture:
                     for t in flatten_tensors(args):
                         s.stats.forget(t)
                     if keep:
-                        # the reference writes the (now reduced/received) tensor arguments as the output
-                        outs = [s.items.value(a, f"{name}.output.{i}") for i, a in enumerate(args)
-                                if type(a).__name__ in ("Tensor", "Parameter", "list")]
+                        # the output is every argument as the call left it (the reduced or received tensors with
+                        # the rest), positional then keyword, as the reference writes it
+                        values = list(args) + list(kwargs.values())
+                        same = _UNCHANGED.get(api, -1)
+                        outs = [None if i == same else s.items.value(a, f"{name}.output.{i}")
+                                for i, a in enumerate(values)]
                         s.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items,
                                                   "output": outs})
                 except Exception as exc:

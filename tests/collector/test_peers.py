@@ -221,7 +221,7 @@ def _same_statistic(field, ours, theirs, dtype):
                                                                   "torch.int32", "torch.bool"):
         return True   # msprobe writes null where tbprobe computes them (docs/compatibility.md)
     if isinstance(ours, float) and isinstance(theirs, float):
-        if ours != ours and theirs != theirs:
+        if ours == theirs or (ours != ours and theirs != theirs):   # (equal infinities; NaN on both sides)
             return True
         # bfloat16/float16 Mean and Norm: tbprobe's unrounded float32 against msprobe's rounded value
         rel = 1e-2 if field in ("Mean", "Norm") and dtype in ("torch.bfloat16", "torch.float16") else 1e-5

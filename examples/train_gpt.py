@@ -113,29 +113,27 @@ def seed(tool: str, value: int) -> None:
     seed_all(value, mode=True)
 
 
-def main(argv=None) -> list:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def common_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every example training script takes (train_llama.py too)."""
     p.add_argument("--dump-path", default="./tbprobe_dump")
     p.add_argument("--level", default="L0", choices=["L0", "L1", "mix"])
     p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--perturb", type=float, default=0.0,
-                   help="add this to column 0 of the last block's mlp.fc.weight (a 'debug' run that diverges)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--summary-mode", default="statistics", choices=["statistics", "md5", "xor"])
     p.add_argument("--tool", default="tbprobe", choices=["tbprobe", "msprobe", "none"])
-    p.add_argument("--dim", type=int, default=32)
-    args = p.parse_args(argv)
+    return p
 
+
+def seed_run(args) -> None:
     if args.tool == "none":
         torch.manual_seed(args.seed)
     else:
         seed(args.tool, args.seed)
-    model = GPT(dim=args.dim)
-    if args.perturb:
-        with torch.no_grad():
-            # one input column: a constant added to every weight would vanish behind the LayerNorm before it
-            model.blocks[-1].mlp.fc.weight[:, 0].add_(args.perturb)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+
+
+def train(model: nn.Module, opt: torch.optim.Optimizer, args, clip_norm: float = 0.0) -> list:
+    """args.steps training steps on random tokens, each collected by args.tool; clip_norm > 0 clips the gradients'
+    norm before each optimizer step. Returns the losses."""
     debugger = make_debugger(args.tool, args.dump_path, args.level, args.steps, args.summary_mode)
     losses = []
     for step in range(args.steps):
@@ -146,6 +144,8 @@ def main(argv=None) -> list:
         loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
+        if clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         opt.step()
         if debugger is not None:
             debugger.stop()
@@ -153,6 +153,22 @@ def main(argv=None) -> list:
         losses.append(loss.item())
         print(f"step {step} loss {loss.item():.6f}")
     return losses
+
+
+def main(argv=None) -> list:
+    p = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    p.add_argument("--perturb", type=float, default=0.0,
+                   help="add this to column 0 of the last block's mlp.fc.weight (a 'debug' run that diverges)")
+    p.add_argument("--dim", type=int, default=32)
+    args = p.parse_args(argv)
+
+    seed_run(args)
+    model = GPT(dim=args.dim)
+    if args.perturb:
+        with torch.no_grad():
+            # one input column: a constant added to every weight would vanish behind the LayerNorm before it
+            model.blocks[-1].mlp.fc.weight[:, 0].add_(args.perturb)
+    return train(model, torch.optim.SGD(model.parameters(), lr=0.05), args)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import argparse
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from train_gpt import make_batch, make_debugger, seed
+from train_gpt import common_args, seed_run, train
 
 __all__ = ["Llama", "main"]
 
@@ -118,39 +118,10 @@ class Llama(nn.Module):
 
 
 def main(argv=None) -> list:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dump-path", default="./tbprobe_dump")
-    p.add_argument("--level", default="L0", choices=["L0", "L1", "mix"])
-    p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--summary-mode", default="statistics", choices=["statistics", "md5", "xor"])
-    p.add_argument("--tool", default="tbprobe", choices=["tbprobe", "msprobe", "none"])
-    args = p.parse_args(argv)
-
-    if args.tool == "none":
-        torch.manual_seed(args.seed)
-    else:
-        seed(args.tool, args.seed)
+    args = common_args(argparse.ArgumentParser(description=__doc__.splitlines()[0])).parse_args(argv)
+    seed_run(args)
     model = Llama()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    debugger = make_debugger(args.tool, args.dump_path, args.level, args.steps, args.summary_mode)
-    losses = []
-    for step in range(args.steps):
-        x, y = make_batch(step, batch=4, ctx=16, vocab=64)
-        if debugger is not None:
-            debugger.start(model=model)
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        if debugger is not None:
-            debugger.stop()
-            debugger.step()
-        losses.append(loss.item())
-        print(f"step {step} loss {loss.item():.6f}")
-    return losses
+    return train(model, torch.optim.AdamW(model.parameters(), lr=1e-3), args, clip_norm=1.0)
 
 
 if __name__ == "__main__":

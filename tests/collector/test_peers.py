@@ -15,17 +15,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.peers
 
 
-def msprobe_dump(tmp_path, model, level, mode="statistics", steps=1):
-    out = str(tmp_path / f"ms_{model}_{level}_{mode}")
-    subprocess.run([PEER_PYTHON, os.path.join(HERE, "run_model.py"), "msprobe", model, level, out, mode, str(steps)],
-                   check=True, capture_output=True, timeout=600)
+def msprobe_dump(tmp_path, model, level, mode="statistics", steps=1, task="statistics", block=None):
+    """msprobe's dump of run_model.py's `model`; `block`: more keys of the task block (scope, list ...)."""
+    out = str(tmp_path / f"ms_{model}_{level}_{mode}_{task}")
+    subprocess.run([PEER_PYTHON, os.path.join(HERE, "run_model.py"), "msprobe", model, level, out, mode, str(steps),
+                    task, json.dumps(block or {})], check=True, capture_output=True, timeout=600)
     return out
 
 
-def tbprobe_dump(tmp_path, model, level, mode="statistics", steps=1):
-    d = tmp_path / f"tb_{model}_{level}_{mode}"
+def tbprobe_dump(tmp_path, model, level, mode="statistics", steps=1, task="statistics", block=None):
+    """tbprobe's dump of the same run; returns the dump folder."""
+    d = tmp_path / f"tb_{model}_{level}_{mode}_{task}"
     d.mkdir()
-    dbg = make_debugger(d, level=level, summary_mode=mode, steps=steps)
+    dbg = make_debugger(d, level=level, summary_mode=mode, steps=steps, task=task, **(block or {}))
     train(dbg, model, steps)
     dbg.close()
     return str(d / "dump")
@@ -255,16 +257,9 @@ def test_tensor_task_saves_the_files_msprobe_saves_with_the_same_tensors(tmp_pat
     `.kwargs.`, parameter gradients under their record's index) holding equal tensors, and data_name pointing at
     them."""
     need_peers()
-    out = str(tmp_path / "ms")
-    subprocess.run([PEER_PYTHON, os.path.join(HERE, "run_model.py"), "msprobe", "llama", "mix", out, "statistics", "1",
-                    "tensor"], check=True, capture_output=True, timeout=600)
-    d = tmp_path / "tb"
-    d.mkdir()
-    dbg = make_debugger(d, level="mix", task="tensor")
-    train(dbg, "llama", 1)
-    dbg.close()
+    out = msprobe_dump(tmp_path, "llama", "mix", task="tensor")
     theirs_dir = os.path.join(rank_dirs(out)[0], "dump_tensor_data")
-    ours_rank = rank_dirs(str(d / "dump"))[0]
+    ours_rank = rank_dirs(tbprobe_dump(tmp_path, "llama", "mix", task="tensor"))[0]
     ours_dir = os.path.join(ours_rank, "dump_tensor_data")
     theirs, ours = set(os.listdir(theirs_dir)), set(os.listdir(ours_dir))
     # the one difference: the input gradients of a module called with keyword arguments only, which msprobe's full
@@ -284,15 +279,9 @@ def test_tensor_task_saves_the_files_msprobe_saves_with_the_same_tensors(tmp_pat
 
 def test_graph_visualize_compares_a_structure_dump_of_tbprobe_with_msprobes(tmp_path):
     need_peers()
-    out = str(tmp_path / "ms")
-    subprocess.run([PEER_PYTHON, os.path.join(HERE, "run_model.py"), "msprobe", "llama", "mix", out, "statistics", "1",
-                    "structure"], check=True, capture_output=True, timeout=600)
-    d = tmp_path / "tb"
-    d.mkdir()
-    dbg = make_debugger(d, level="mix", task="structure")
-    train(dbg, "llama", 1)
-    dbg.close()
-    cmd = [PEER_MSPROBE, "graph_visualize", "-tp", str(d / "dump"), "-gp", out, "-o", str(tmp_path / "vis")]
+    out = msprobe_dump(tmp_path, "llama", "mix", task="structure")
+    ours = tbprobe_dump(tmp_path, "llama", "mix", task="structure")
+    cmd = [PEER_MSPROBE, "graph_visualize", "-tp", ours, "-gp", out, "-o", str(tmp_path / "vis")]
     os.makedirs(tmp_path / "vis")
     # (msprobe hangs when a worker of its compare fails: a time limit, not a hung test run)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
@@ -324,16 +313,8 @@ def test_scope_and_list_select_the_records_msprobe_selects(tmp_path, level, bloc
     """A range is opened by its first call's start and closed by its second call's end, forward and backward
     alike; at mix a listed module keeps what runs inside it; data_mode keeps the records' sides msprobe keeps."""
     need_peers()
-    out = str(tmp_path / "ms")
-    subprocess.run([PEER_PYTHON, os.path.join(HERE, "run_model.py"), "msprobe", "llama", level, out, "statistics",
-                    "1", "statistics", json.dumps(block)], check=True, capture_output=True, timeout=600)
-    d = tmp_path / "tb"
-    d.mkdir()
-    dbg = make_debugger(d, level=level, steps=1, **block)
-    train(dbg, "llama", 1)
-    dbg.close()
-    theirs = load_rank(rank_dirs(out)[0])["dump"]["data"]
-    ours = load_rank(rank_dirs(str(d / "dump"))[0])["dump"]["data"]
+    theirs = load_rank(rank_dirs(msprobe_dump(tmp_path, "llama", level, block=block))[0])["dump"]["data"]
+    ours = load_rank(rank_dirs(tbprobe_dump(tmp_path, "llama", level, block=block))[0])["dump"]["data"]
     assert len(theirs) > 5 and set(ours) == set(theirs)
     # the same keys in every record (data_mode's input/output leave the other side out), but for the calls that
     # are running when a range closes (its last call, the modules around it): msprobe asks its scope again for

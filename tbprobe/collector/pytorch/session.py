@@ -72,8 +72,7 @@ class BackwardTracker:
             with _NoTorchFunction():
                 self.started = True
                 if not self.began and s.filter.contextual:
-                    self.began = True
-                    s.filter.note_start(self.name)
+                    self._begin()
                 self.out_items[i] = s.items.item_at(grad, f"{self.name}.input", i) if s.record_data(self.name) \
                     else None
                 self.missing_out -= 1
@@ -92,8 +91,7 @@ class BackwardTracker:
         try:
             with _NoTorchFunction():
                 if not self.began and s.filter.contextual:
-                    self.began = True
-                    s.filter.note_start(self.name)
+                    self._begin()
                 self.in_items[i] = s.items.item_at(grad, f"{self.name}.output", i) if s.record_data(self.name) \
                     else None
                 self.missing_in -= 1
@@ -102,6 +100,11 @@ class BackwardTracker:
             s.guard.report("backward hook", exc)
         finally:
             s.busy -= 1
+
+    def _begin(self) -> None:
+        """Tell the filters the module's backward began (its first gradient arrived): a scope or a listed module."""
+        self.began = True
+        self.session.filter.note_start(self.name)
 
     def on_out_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
         self.on_out(i, grads[nr])

@@ -47,6 +47,7 @@ class _ParamGrads:
         self.ran = -1          # the last step in which the module's forward ran (see on_grad)
         self.module_id = 0
         self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
+        self.counter = prefix + ".parameters_grad"      # its call counter's key
 
     def on_accumulated(self, pname: str, param: torch.Tensor) -> None:
         # (a parameter's post-accumulate hook: param.grad now holds what the optimizer will use)
@@ -70,9 +71,9 @@ class _ParamGrads:
             keep = s.record_data(self.first_name)
             # (the record's name, and its saved tensors' files, carry the index it will get when complete)
             self.pending[pname] = [s.items.item_at(grad, params_grad_name(
-                self.prefix, s.counters.peek(self.prefix + ".parameters_grad")), pname)] if keep else None
+                self.prefix, s.counters.peek(self.counter)), pname)] if keep else None
             if len(self.pending) == len(self.names):
-                n = s.counters.next(self.prefix + ".parameters_grad")
+                n = s.counters.next(self.counter)
                 name = params_grad_name(self.prefix, n)
                 if keep:
                     s.record.add_entry(name, dict(self.pending))

@@ -96,6 +96,9 @@ def _take_out(name: str, dbg, model) -> None:
             def next(self, key):
                 return 0
 
+            def peek(self, key):
+                return 0
+
             def reset(self):
                 pass
 

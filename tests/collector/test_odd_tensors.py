@@ -9,6 +9,7 @@ import glob
 import json
 import math
 import os
+import zlib
 
 import pytest
 import torch
@@ -209,3 +210,61 @@ def test_transformer_encoder_eval_with_nested_tensors_at_l0(tmp_path):
     item = data["Module.layers.0.TransformerEncoderLayer.forward.0"]["input_args"][0]
     assert item["shape"] == [2, -1, 8]           # the second sequence has 3 of its 5 positions
     assert item["Max"] == pytest.approx(max(x[0].max().item(), x[1, :3].max().item()))
+
+
+def _collect_l1(tmp_path, fn, summary_mode="statistics", task="statistics"):
+    dbg = make_debugger(tmp_path, level="L1", steps=1, summary_mode=summary_mode, task=task)
+    dbg.start()
+    out = fn()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        return dbg, json.load(f)["data"], out
+
+
+@pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
+def test_operators_inside_vmap_are_summarised_over_the_batch(tmp_path, summary_mode):
+    """transformers builds its attention masks under torch.vmap (nested, one level per mask dimension): the
+    operators called inside see BatchedTensors, whose batched statistics once made the step's read-back fail and
+    switched the collector off. They are summarised, as the reference does, over the plain tensor under all vmap
+    levels, under type "BatchedTensor" and that tensor's shape."""
+    q_idx, kv_idx = torch.arange(6), torch.arange(5)
+
+    def masks():
+        inner = torch.vmap(lambda q, kv: (kv <= q) & (kv > q - 3), in_dims=(None, 0))
+        return torch.vmap(inner, in_dims=(0, None))(q_idx, kv_idx)
+
+    dbg, data, out = _collect_l1(tmp_path, masks, summary_mode)
+    assert dbg.hook_errors == 0
+    le = data["Tensor.__le__.0.forward"]
+    # under both vmap levels: kv is [5] (batched on the inner level only), q is [6], the result [6, 5]
+    assert [a["type"] for a in le["input_args"]] == ["BatchedTensor", "BatchedTensor"]
+    assert [a["shape"] for a in le["input_args"]] == [[5], [6]]
+    res = le["output"][0]
+    assert res["type"] == "BatchedTensor" and res["dtype"] == "torch.bool" and res["shape"] == [6, 5]
+    want = (kv_idx[None, :] <= q_idx[:, None])
+    assert res["Max"] is True and res["Min"] is False
+    if summary_mode == "statistics":
+        assert res["Mean"] == pytest.approx(want.double().mean().item())
+        assert res["zero_count"] == int((~want).sum())
+    else:
+        assert res["md5"] == "%08x" % zlib.crc32(want.contiguous().numpy().tobytes())
+    final = data["Tensor.__and__.0.forward"]["output"][0]
+    assert final["shape"] == [6, 5] and final["Mean"] == pytest.approx(out.double().mean().item()) \
+        if summary_mode == "statistics" else final["shape"] == [6, 5]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])   # float64: the kernels' path, not the C reader
+def test_operators_inside_func_grad_are_grad_tracking_tensors(tmp_path, dtype):
+    """Inside torch.func.grad every torch call wraps its result: the statistics are taken with the transforms'
+    dispatch off (a detach once recursed until Python's limit)."""
+    x = torch.tensor([1.0, -2.0, 3.0], dtype=dtype)
+    dbg, data, g = _collect_l1(tmp_path, lambda: torch.func.grad(lambda t: (t * t).sum())(x))
+    assert dbg.hook_errors == 0
+    mul = data["Tensor.__mul__.0.forward"]
+    assert [a["type"] for a in mul["input_args"]] == ["GradTrackingTensor"] * 2
+    assert mul["input_args"][0]["shape"] == [3] and mul["input_args"][0]["Max"] == 3.0
+    assert mul["output"][0]["Max"] == 9.0 and mul["output"][0]["Min"] == 1.0
+    assert mul["output"][0]["Norm"] == pytest.approx(math.sqrt(1 + 16 + 81))
+    assert torch.equal(g, 2 * x)

@@ -7,6 +7,10 @@ at once in float64, over the tensor's logical values:
 - a sparse tensor's implicit zeros count, so Mean is Sum / numel as for the dense tensor;
 - a quantized tensor is summarised dequantized (the real values it stands for).
 
+functorch's wrappers (tensors met inside torch.func.vmap or torch.func.grad, e.g. HuggingFace's attention masks,
+which transformers builds under vmap) have no storage of their own, and reductions on them give batched results
+that cannot leave the transform: `functorch_view` gives the plain tensor underneath, which is summarised instead.
+
 A nested tensor's shape gives -1 for a ragged dimension. A checksum reads the bytes that define the tensor:
 - a nested tensor: its components in order;
 - a sparse tensor: the indices and values of its coalesced COO form;
@@ -18,7 +22,8 @@ from typing import List, Optional, Tuple
 
 import torch
 
-__all__ = ["REDUCIBLE", "ROW_KEYS", "is_odd", "shape_of", "stats_row", "checksum_source", "savable"]
+__all__ = ["REDUCIBLE", "ROW_KEYS", "is_odd", "shape_of", "stats_row", "checksum_source", "savable",
+           "functorch_view"]
 
 # dtypes with CPU reductions (aminmax, sum, vector_norm): complex through abs, bool through float
 REDUCIBLE = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
@@ -26,6 +31,27 @@ REDUCIBLE = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat
 _COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
 # the item keys of stats_row's values, in its order
 ROW_KEYS = ("Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count")
+
+
+_functorch = getattr(torch._C, "_functorch", None)
+
+
+def functorch_view(t: torch.Tensor) -> Optional[Tuple[str, List[int], torch.Tensor]]:
+    """None for a tensor that is not a functorch wrapper; else (type, shape, plain) as the reference reports it:
+    - a BatchedTensor (inside vmap) has type "BatchedTensor" and the shape of the tensor under all its vmap levels
+      (the batch dimensions included);
+    - a GradTrackingTensor (inside torch.func.grad) has type "GradTrackingTensor" and its own shape.
+    `plain` is the tensor under every functorch level, whose values the statistics describe."""
+    if _functorch is None or not _functorch.is_functorch_wrapped_tensor(t):
+        return None
+    kind = "BatchedTensor" if _functorch.is_batchedtensor(t) else "GradTrackingTensor"
+    shown = t
+    while _functorch.is_batchedtensor(shown):
+        shown = _functorch.get_unwrapped(shown)
+    plain = shown
+    while _functorch.is_functorch_wrapped_tensor(plain):
+        plain = _functorch.get_unwrapped(plain)
+    return kind, list(shown.shape), plain
 
 
 def is_odd(t: torch.Tensor) -> bool:

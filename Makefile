@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed
 BUNDLE  := tbprobe/tb_plugin/static/index.js
 FRONTEND_SRC := $(shell find frontend -path frontend/node_modules -prune -o -type f -print 2>/dev/null)
 
-.PHONY: setup system python frontend test lint pytest vitest demo bench clean
+.PHONY: setup system python frontend hf test lint pytest vitest demo bench clean
 
 setup: system python frontend
 
@@ -33,13 +33,18 @@ $(BUNDLE): $(FRONTEND_SRC)
 	  cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build; \
 	else echo "frontend/: no package.json yet, keeping the placeholder bundle"; fi
 
+# transformers, pinned, in .deps/hf: the tests comparing both tools on HuggingFace's Llama (tbprobe does not need it;
+# without it those tests skip with the reason)
+hf: python
+	@bash scripts/hf_deps.sh || echo "transformers not installed: the tests on HuggingFace's Llama will skip"
+
 lint: python
 	$(BIN)/ruff check tbprobe tests bench examples
 
 vitest: frontend
 	@if [ -f frontend/package.json ]; then cd frontend && npm test; fi
 
-pytest: python
+pytest: python hf
 	$(BIN)/pytest
 
 test: setup lint vitest pytest

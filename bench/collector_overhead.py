@@ -4,7 +4,8 @@
         [--optimizer sgd|adamw] [--msprobe-python /tmp/peers/msprobe/bin/python]
 
 The cases: the issue's (a small and a d=256 GPT, examples/train_gpt.py, trained with SGD) and the same four small
-cases on examples/train_llama.py's Llama-style decoder at the same size, trained with AdamW ("small-llama").
+cases on examples/train_llama.py's Llama-style decoder at the same size, trained with AdamW ("small-llama"), and on
+transformers' LlamaForCausalLM at that size, trained with AdamW ("small-hf-llama"; needs bash scripts/hf_deps.sh).
 
 Each tool runs in a fresh subprocess (msprobe patches torch globally). Each process builds two identical models
 and times them in rounds of four steps: two of one model with no tool, then two of the other with the tool
@@ -36,7 +37,12 @@ LARGE = {"model": "gpt", "dim": 256, "layers": 2, "ctx": 64, "batch": 8, "optimi
 # module (RMSNorm from plain operators, rotary embeddings, grouped-query attention, SwiGLU) and an optimizer step of
 # ~11 operators per parameter at L1, where the GPT's modules mostly hold one operator each
 SMALL_LLAMA = {"model": "llama", "dim": 32, "layers": 2, "ctx": 16, "batch": 4, "optimizer": "adamw"}
-SHAPES = {"small": SMALL, "large": LARGE, "small-llama": SMALL_LLAMA}
+# HuggingFace transformers' LlamaForCausalLM at the same size (examples/train_hf_llama.py), as users train it: its
+# modules do more Python work per call than the two scripts' models (masks, position ids, output objects). Needs
+# transformers, which neither tool depends on (scripts/hf_deps.sh installs a pinned copy for both interpreters);
+# without it these cases are skipped with a message.
+SMALL_HF_LLAMA = {"model": "hf-llama", "dim": 32, "layers": 2, "ctx": 16, "batch": 4, "optimizer": "adamw"}
+SHAPES = {"small": SMALL, "large": LARGE, "small-llama": SMALL_LLAMA, "small-hf-llama": SMALL_HF_LLAMA}
 
 
 def _rss_mb() -> float:
@@ -47,19 +53,31 @@ def _rss_mb() -> float:
     return 0.0
 
 
+def have_hf(python: str) -> bool:
+    """Whether `python` can import transformers (its own, or the pinned one scripts/hf_deps.sh installs)."""
+    code = (f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'examples')!r}); import train_hf_llama; "
+            "sys.exit(0 if train_hf_llama.have_transformers() else 1)")
+    return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
+
+
 def gpt_training(shape: dict):
-    """The benchmarks' model (examples/train_gpt.py's GPT, or train_llama.py's decoder when shape["model"] is
-    "llama"; one thread, seeded) and its training step: (model, train_step), train_step() being one untimed step of
-    shape["optimizer"] (SGD unless "adamw") on a fixed batch of random tokens."""
+    """The benchmarks' model (examples/train_gpt.py's GPT, train_llama.py's decoder when shape["model"] is
+    "llama", transformers' Llama when "hf-llama"; one thread, seeded) and its training step: (model, train_step),
+    train_step() being one untimed step of shape["optimizer"] (SGD unless "adamw") on a fixed batch of random
+    tokens."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import torch
     import torch.nn.functional as F
     from train_gpt import GPT
+    from train_hf_llama import HFLlama
     from train_llama import Llama
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    if shape.get("model", "gpt") == "llama":
+    kind = shape.get("model", "gpt")
+    if kind == "hf-llama":
+        model = HFLlama(dim=shape["dim"], layers=shape["layers"], ctx=shape["ctx"])
+    elif kind == "llama":
         model = Llama(vocab=64, dim=shape["dim"], heads=4, kv_heads=2, layers=shape["layers"], hidden=2 * shape["dim"])
     else:
         model = GPT(dim=shape["dim"], heads=4, layers=shape["layers"], ctx=shape["ctx"], dropout=0.0)
@@ -160,6 +178,8 @@ def _measure(tool, level, mode, warmup, steps, started, model, train_step, plain
             objects_first = len(gc.get_objects())   # (outside the clock) a leak shows here before it shows in RSS
     objects_last = len(gc.get_objects())
     gc.callbacks.remove(on_gc)
+    # tbprobe's hook errors: a collector that met one has switched that part off, and would be timed doing less
+    errors = getattr(debugger, "hook_errors", 0)
     if debugger is not None and hasattr(debugger, "close"):
         debugger.close()
     pairs = [t / b for t, b in zip(times[warmup:], base[warmup:])]
@@ -168,7 +188,7 @@ def _measure(tool, level, mode, warmup, steps, started, model, train_step, plain
             "step_s": statistics.median(times[warmup:]), "base_s": statistics.median(base[warmup:]),
             "rss_first": rss[min(warmup, len(rss) - 1)], "rss_last": rss[-1],
             "mean_s": statistics.fmean(tool_all[2 * warmup:]), "gc_s": gc_time[0] / (2 * steps),
-            "gc_full": gc_full[0], "objects_first": objects_first, "objects_last": objects_last}
+            "gc_full": gc_full[0], "objects_first": objects_first, "objects_last": objects_last, "errors": errors}
 
 
 def run(python: str, tool: str, level: str, mode: str, shape: str, warmup: int, steps: int,
@@ -221,12 +241,18 @@ def _cases(p: argparse.ArgumentParser, args: argparse.Namespace, ours: str) -> N
     cases = cases_all = [("small", "L0", "statistics"), ("small", "L1", "statistics"), ("small", "mix", "statistics"),
                          ("small", "L1", "md5"), ("large", "L0", "statistics"), ("large", "L1", "statistics"),
                          ("small-llama", "L0", "statistics"), ("small-llama", "L1", "statistics"),
-                         ("small-llama", "mix", "statistics"), ("small-llama", "L1", "md5")]
+                         ("small-llama", "mix", "statistics"), ("small-llama", "L1", "md5"),
+                         ("small-hf-llama", "L0", "statistics"), ("small-hf-llama", "L1", "statistics"),
+                         ("small-hf-llama", "mix", "statistics"), ("small-hf-llama", "L1", "md5")]
     if args.only:
         wanted = {" ".join(c.split()) for c in args.only}
         cases = [c for c in cases if " ".join(c) in wanted]
         if not cases:
             p.error(f"--only: no such case (cases: {', '.join(' '.join(c) for c in cases_all)})")
+    hf_ready = have_hf(ours) and (not have_ms or have_hf(args.msprobe_python))
+    if any(c[0] == "small-hf-llama" for c in cases) and not hf_ready:
+        print("transformers not found (bash scripts/hf_deps.sh installs it): the small-hf-llama cases are skipped")
+        cases = [c for c in cases if c[0] != "small-hf-llama"]
     print(f"{'case':<28} {'no tool ms':>10} {'msprobe ms':>11} {'ratio':>7} {'tbprobe ms':>11} {'ratio':>7}"
           f" {'added tb/ms':>11}")
     rows = []
@@ -239,6 +265,9 @@ def _cases(p: argparse.ArgumentParser, args: argparse.Namespace, ours: str) -> N
                   else {"error": "absent"})
             if "step_s" not in tb:
                 raise SystemExit(f"tbprobe run failed: {tb.get('error')}")
+            if tb["errors"]:
+                raise SystemExit(f"tbprobe counted {tb['errors']} hook errors on {shape} {level} {mode}: its figure "
+                                 "would time a collector that switched part of itself off")
             trials.append((tb, ms))
         # the trial whose tbprobe ratio is the median of the trials: one consistent run per row
         trials.sort(key=lambda tr: tr[0]["ratio"])

@@ -15,6 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 
 from train_gpt import GPT, make_batch  # noqa: E402
+from train_hf_llama import HFLlama  # noqa: E402
 from train_llama import Llama  # noqa: E402
 
 
@@ -61,9 +62,10 @@ def build(model_name: str):
 
         def loss_fn(logits, y):
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
-    elif model_name == "llama":
-        # many operators per module, kwargs-only calls, no-op conversions (x.float() of a float32 x)
-        model = Llama()
+    elif model_name in ("llama", "hf-llama"):
+        # many operators per module, kwargs-only calls, no-op conversions (x.float() of a float32 x); transformers'
+        # own Llama also builds its attention mask under torch.vmap (needs scripts/hf_deps.sh)
+        model = Llama() if model_name == "llama" else HFLlama()
         data = [make_batch(i, 2, 16, 64) for i in range(4)]
 
         def loss_fn(logits, y):
@@ -110,12 +112,13 @@ def train(debugger, model_name: str, steps: int):
     chunks = model if isinstance(model, list) else [model]
     params = [p for m in chunks for p in m.parameters()]
     # the Llama trains as LLMs do, with AdamW (whose step count is a 0-dim tensor changed in place) and clipping
-    opt = torch.optim.AdamW(params, lr=1e-3) if model_name == "llama" else torch.optim.SGD(params, lr=0.1)
+    llm = model_name in ("llama", "hf-llama")
+    opt = torch.optim.AdamW(params, lr=1e-3) if llm else torch.optim.SGD(params, lr=0.1)
     forward = _chained(model) if isinstance(model, list) else None
     losses = []
     for step in range(steps):
         loss = collected_step(debugger, model, opt, loss_fn, *data[step % len(data)], forward=forward,
-                              clip=model_name == "llama")
+                              clip=llm)
         if debugger is not None:
             debugger.step()
         losses.append(loss.detach().clone())

@@ -10,6 +10,7 @@ import sys
 import pytest
 from conftest import PEER_MSPROBE, PEER_PYTHON, load_rank, make_debugger, need_peers, rank_dirs
 from run_model import train
+from train_hf_llama import HF_PATH, have_transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.peers
@@ -231,12 +232,16 @@ def _same_statistic(field, ours, theirs, dtype):
     return ours == theirs
 
 
-def test_statistics_equal_msprobes_on_the_llama_with_adamw_and_clipping(tmp_path):
+@pytest.mark.parametrize("model", ["llama", "hf-llama"])
+def test_statistics_equal_msprobes_on_the_llama_with_adamw_and_clipping(tmp_path, model):
     """Every statistic of every record, step after step, on an LLM-shaped model: parameter gradients, in-place
-    work on 0-dim tensors (AdamW's step count), calls that return their input, the clipping's norms."""
+    work on 0-dim tensors (AdamW's step count), calls that return their input, the clipping's norms; on
+    transformers' own Llama too, whose attention mask is built under torch.vmap (BatchedTensor items)."""
     need_peers()
-    ms = msprobe_dump(tmp_path, "llama", "mix", steps=2)
-    tb = tbprobe_dump(tmp_path, "llama", "mix", steps=2)
+    if model == "hf-llama" and not have_transformers():
+        pytest.skip(f"transformers is not installed under {HF_PATH} (bash scripts/hf_deps.sh; make test does it)")
+    ms = msprobe_dump(tmp_path, model, "mix", steps=2)
+    tb = tbprobe_dump(tmp_path, model, "mix", steps=2)
     for step in (0, 1):
         theirs = load_rank(rank_dirs(ms, step)[0])["dump"]["data"]
         ours = load_rank(rank_dirs(tb, step)[0])["dump"]["data"]
@@ -246,7 +251,7 @@ def test_statistics_equal_msprobes_on_the_llama_with_adamw_and_clipping(tmp_path
             mine, ref = dict(_items(entry)), dict(_items(theirs[name]))
             for path in set(mine) & set(ref):
                 compared += 1
-                for field in ("dtype", "shape", "Max", "Min", "Mean", "Norm", "value"):
+                for field in ("type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "value"):
                     if not _same_statistic(field, mine[path].get(field), ref[path].get(field), mine[path].get("dtype")):
                         wrong.append((name, path, field, mine[path].get(field), ref[path].get(field)))
         assert compared > 1000 and wrong == []

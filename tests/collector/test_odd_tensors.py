@@ -268,3 +268,14 @@ def test_operators_inside_func_grad_are_grad_tracking_tensors(tmp_path, dtype):
     assert mul["output"][0]["Max"] == 9.0 and mul["output"][0]["Min"] == 1.0
     assert mul["output"][0]["Norm"] == pytest.approx(math.sqrt(1 + 16 + 81))
     assert torch.equal(g, 2 * x)
+
+
+def test_task_tensor_saves_the_plain_tensor_under_a_batched_one(tmp_path):
+    q_idx, kv_idx = torch.arange(4), torch.arange(3)
+    fn = torch.vmap(torch.vmap(lambda q, kv: kv <= q, in_dims=(None, 0)), in_dims=(0, None))
+    dbg, data, out = _collect_l1(tmp_path, lambda: fn(q_idx, kv_idx), task="tensor")
+    assert dbg.hook_errors == 0
+    res = data["Tensor.__le__.0.forward"]["output"][0]
+    assert res["type"] == "BatchedTensor" and res["shape"] == [4, 3]
+    saved = torch.load(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump_tensor_data", res["data_name"]))
+    assert torch.equal(saved, out) and saved.shape == (4, 3)

@@ -135,7 +135,7 @@ def main() -> None:
     p.add_argument("--dump-root", metavar="DIR", help="where the dumps go (default: the system's temporary folder)")
     p.add_argument("--fine", action="store_true", help="the finer set-ups (see above) in place of the main ones")
     p.add_argument("--shape", default="small", choices=tuple(SHAPES),
-                   help="the benchmarks' small or d=256 GPT, or the small Llama-style decoder")
+                   help="the benchmarks' small or d=256 GPT, the small Llama-style decoder, or transformers' models")
     args = p.parse_args()
     if args.quick:
         args.rounds = 20

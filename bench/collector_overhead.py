@@ -5,7 +5,8 @@
 
 The cases: the issue's (a small and a d=256 GPT, examples/train_gpt.py, trained with SGD) and the same four small
 cases on examples/train_llama.py's Llama-style decoder at the same size, trained with AdamW ("small-llama"), and on
-transformers' LlamaForCausalLM at that size, trained with AdamW ("small-hf-llama"; needs bash scripts/hf_deps.sh).
+transformers' Llama at that size, trained with AdamW ("small-hf-llama"), with L0 on its Qwen2 and GPT-2 too
+("small-hf-qwen2", "small-hf-gpt2"; all need bash scripts/hf_deps.sh).
 
 Each tool runs in a fresh subprocess (msprobe patches torch globally). Each process builds two identical models
 and times them in rounds of four steps: two of one model with no tool, then two of the other with the tool
@@ -37,12 +38,13 @@ LARGE = {"model": "gpt", "dim": 256, "layers": 2, "ctx": 64, "batch": 8, "optimi
 # module (RMSNorm from plain operators, rotary embeddings, grouped-query attention, SwiGLU) and an optimizer step of
 # ~11 operators per parameter at L1, where the GPT's modules mostly hold one operator each
 SMALL_LLAMA = {"model": "llama", "dim": 32, "layers": 2, "ctx": 16, "batch": 4, "optimizer": "adamw"}
-# HuggingFace transformers' LlamaForCausalLM at the same size (examples/train_hf_llama.py), as users train it: its
-# modules do more Python work per call than the two scripts' models (masks, position ids, output objects). Needs
+# HuggingFace transformers' causal LMs at the same size (examples/train_hf.py), as users train them: their modules
+# do more Python work per call than the two scripts' models (masks, position ids, output objects). Need
 # transformers, which neither tool depends on (scripts/hf_deps.sh installs a pinned copy for both interpreters);
 # without it these cases are skipped with a message.
-SMALL_HF_LLAMA = {"model": "hf-llama", "dim": 32, "layers": 2, "ctx": 16, "batch": 4, "optimizer": "adamw"}
-SHAPES = {"small": SMALL, "large": LARGE, "small-llama": SMALL_LLAMA, "small-hf-llama": SMALL_HF_LLAMA}
+HF_ARCHS = ("llama", "qwen2", "gpt2")
+SHAPES = {"small": SMALL, "large": LARGE, "small-llama": SMALL_LLAMA,
+          **{f"small-hf-{a}": dict(SMALL_LLAMA, model=f"hf-{a}") for a in HF_ARCHS}}
 
 
 def _rss_mb() -> float:
@@ -55,28 +57,28 @@ def _rss_mb() -> float:
 
 def have_hf(python: str) -> bool:
     """Whether `python` can import transformers (its own, or the pinned one scripts/hf_deps.sh installs)."""
-    code = (f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'examples')!r}); import train_hf_llama; "
-            "sys.exit(0 if train_hf_llama.have_transformers() else 1)")
+    code = (f"import sys; sys.path.insert(0, {os.path.join(ROOT, 'examples')!r}); import train_hf; "
+            "sys.exit(0 if train_hf.have_transformers() else 1)")
     return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
 
 
 def gpt_training(shape: dict):
     """The benchmarks' model (examples/train_gpt.py's GPT, train_llama.py's decoder when shape["model"] is
-    "llama", transformers' Llama when "hf-llama"; one thread, seeded) and its training step: (model, train_step),
-    train_step() being one untimed step of shape["optimizer"] (SGD unless "adamw") on a fixed batch of random
-    tokens."""
+    "llama", transformers' model of that architecture when "hf-<arch>"; one thread, seeded) and its training step:
+    (model, train_step), train_step() being one untimed step of shape["optimizer"] (SGD unless "adamw") on a fixed
+    batch of random tokens."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import torch
     import torch.nn.functional as F
     from train_gpt import GPT
-    from train_hf_llama import HFLlama
+    from train_hf import HFCausalLM
     from train_llama import Llama
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     kind = shape.get("model", "gpt")
-    if kind == "hf-llama":
-        model = HFLlama(dim=shape["dim"], layers=shape["layers"], ctx=shape["ctx"])
+    if kind.startswith("hf-"):
+        model = HFCausalLM(kind[3:], dim=shape["dim"], layers=shape["layers"], ctx=shape["ctx"])
     elif kind == "llama":
         model = Llama(vocab=64, dim=shape["dim"], heads=4, kv_heads=2, layers=shape["layers"], hidden=2 * shape["dim"])
     else:
@@ -243,16 +245,17 @@ def _cases(p: argparse.ArgumentParser, args: argparse.Namespace, ours: str) -> N
                          ("small-llama", "L0", "statistics"), ("small-llama", "L1", "statistics"),
                          ("small-llama", "mix", "statistics"), ("small-llama", "L1", "md5"),
                          ("small-hf-llama", "L0", "statistics"), ("small-hf-llama", "L1", "statistics"),
-                         ("small-hf-llama", "mix", "statistics"), ("small-hf-llama", "L1", "md5")]
+                         ("small-hf-llama", "mix", "statistics"), ("small-hf-llama", "L1", "md5"),
+                         ("small-hf-qwen2", "L0", "statistics"), ("small-hf-gpt2", "L0", "statistics")]
     if args.only:
         wanted = {" ".join(c.split()) for c in args.only}
         cases = [c for c in cases if " ".join(c) in wanted]
         if not cases:
             p.error(f"--only: no such case (cases: {', '.join(' '.join(c) for c in cases_all)})")
     hf_ready = have_hf(ours) and (not have_ms or have_hf(args.msprobe_python))
-    if any(c[0] == "small-hf-llama" for c in cases) and not hf_ready:
-        print("transformers not found (bash scripts/hf_deps.sh installs it): the small-hf-llama cases are skipped")
-        cases = [c for c in cases if c[0] != "small-hf-llama"]
+    if any(c[0].startswith("small-hf-") for c in cases) and not hf_ready:
+        print("transformers not found (bash scripts/hf_deps.sh installs it): the small-hf-* cases are skipped")
+        cases = [c for c in cases if not c[0].startswith("small-hf-")]
     print(f"{'case':<28} {'no tool ms':>10} {'msprobe ms':>11} {'ratio':>7} {'tbprobe ms':>11} {'ratio':>7}"
           f" {'added tb/ms':>11}")
     rows = []

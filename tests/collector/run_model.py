@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 
 from train_gpt import GPT, make_batch  # noqa: E402
-from train_hf_llama import HFLlama  # noqa: E402
+from train_hf import HFCausalLM  # noqa: E402
 from train_llama import Llama  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def build(model_name: str):
     elif model_name in ("llama", "hf-llama"):
         # many operators per module, kwargs-only calls, no-op conversions (x.float() of a float32 x); transformers'
         # own Llama also builds its attention mask under torch.vmap (needs scripts/hf_deps.sh)
-        model = Llama() if model_name == "llama" else HFLlama()
+        model = Llama() if model_name == "llama" else HFCausalLM("llama")
         data = [make_batch(i, 2, 16, 64) for i in range(4)]
 
         def loss_fn(logits, y):

@@ -7,7 +7,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 
 import pytest  # noqa: E402
 import train_gpt  # noqa: E402
-import train_hf_llama  # noqa: E402
+import train_hf  # noqa: E402
 import train_llama  # noqa: E402
 import train_mlp  # noqa: E402
 from conftest import load_rank, rank_dirs  # noqa: E402
@@ -51,10 +51,10 @@ def test_train_llama_records_the_clipping_and_leaves_the_losses_alone(tmp_path):
 def test_train_hf_llama_records_every_step_and_leaves_the_losses_alone(tmp_path):
     """transformers' own Llama at mix: its vmap-built attention mask once switched the collector off after the
     first step (only step0 was written); now every step is, with the mask's BatchedTensor items."""
-    if not train_hf_llama.have_transformers():
-        pytest.skip(f"transformers is not installed under {train_hf_llama.HF_PATH} (bash scripts/hf_deps.sh)")
-    losses = train_hf_llama.main(["--dump-path", str(tmp_path / "hf"), "--level", "mix", "--steps", "2"])
-    plain = train_hf_llama.main(["--tool", "none", "--steps", "2"])
+    if not train_hf.have_transformers():
+        pytest.skip(f"transformers is not installed under {train_hf.HF_PATH} (bash scripts/hf_deps.sh)")
+    losses = train_hf.main(["--dump-path", str(tmp_path / "hf"), "--level", "mix", "--steps", "2"])
+    plain = train_hf.main(["--tool", "none", "--steps", "2"])
     assert losses == plain and len(losses) == 2
     for step in (0, 1):
         data = load_rank(rank_dirs(str(tmp_path / "hf"), step)[0])["dump"]["data"]

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import PEER_MSPROBE, PEER_PYTHON, load_rank, make_debugger, need_peers, rank_dirs
 from run_model import train
-from train_hf_llama import HF_PATH, have_transformers
+from train_hf import HF_PATH, have_transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 pytestmark = pytest.mark.peers

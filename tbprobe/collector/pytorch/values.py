@@ -66,13 +66,15 @@ class ItemMaker:
                     "Max": None, "Min": None, "Mean": None, "Norm": None, "requires_grad": t.requires_grad}
             fill = self.fill
             if fill is None or not fill(item, t):
-                if odd_tensors.functorch_view(t) is not None:   # (the C reader refuses them: no storage)
-                    return self._functorch_item(t, key, save)
+                view = odd_tensors.functorch_view(t)   # (the C reader refuses them: no storage)
+                if view is not None:
+                    return self._functorch_item(t, view, key, save)
                 self.on_stats(item, t)
             return item
         t = _local(t)
-        if odd_tensors.functorch_view(t) is not None:
-            return self._functorch_item(t, key, save)
+        view = odd_tensors.functorch_view(t)
+        if view is not None:
+            return self._functorch_item(t, view, key, save)
         # a tensor torch's reductions refuse (odd_tensors): its shape, statistics, checksum bytes and saved form
         # come from odd_tensors, the statistics computed at once
         odd = odd_tensors.is_odd(t)
@@ -109,10 +111,10 @@ class ItemMaker:
             self.on_save(item, odd_tensors.savable(t) if odd else t, key)
         return item
 
-    def _functorch_item(self, t: torch.Tensor, key: str, save: bool) -> dict:
+    def _functorch_item(self, t: torch.Tensor, view: tuple, key: str, save: bool) -> dict:
         """A functorch wrapper's item: the plain tensor under it summarised (and saved), under the wrapper's type,
-        shape and requires_grad (odd_tensors.functorch_view)."""
-        kind, shape, plain = odd_tensors.functorch_view(t)
+        shape and requires_grad (`view`: odd_tensors.functorch_view(t))."""
+        kind, shape, plain = view
         # with the transforms' dispatch off: under torch.func.grad any torch call (the detach, the statistics'
         # kernels off the C path) would wrap its result again, at the transform's level
         with torch._C._DisableFuncTorch():

@@ -62,10 +62,11 @@ def build(model_name: str):
 
         def loss_fn(logits, y):
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
-    elif model_name in ("llama", "hf-llama"):
+    elif model_name == "llama" or model_name.startswith("hf-"):
         # many operators per module, kwargs-only calls, no-op conversions (x.float() of a float32 x); transformers'
-        # own Llama also builds its attention mask under torch.vmap (needs scripts/hf_deps.sh)
-        model = Llama() if model_name == "llama" else HFCausalLM("llama")
+        # own models (hf-llama, hf-qwen2, hf-gpt2) also build their attention masks under torch.vmap (they need
+        # scripts/hf_deps.sh)
+        model = Llama() if model_name == "llama" else HFCausalLM(model_name[3:])
         data = [make_batch(i, 2, 16, 64) for i in range(4)]
 
         def loss_fn(logits, y):
@@ -112,7 +113,7 @@ def train(debugger, model_name: str, steps: int):
     chunks = model if isinstance(model, list) else [model]
     params = [p for m in chunks for p in m.parameters()]
     # the Llama trains as LLMs do, with AdamW (whose step count is a 0-dim tensor changed in place) and clipping
-    llm = model_name in ("llama", "hf-llama")
+    llm = model_name == "llama" or model_name.startswith("hf-")
     opt = torch.optim.AdamW(params, lr=1e-3) if llm else torch.optim.SGD(params, lr=0.1)
     forward = _chained(model) if isinstance(model, list) else None
     losses = []

@@ -167,7 +167,8 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
     base = times["none"]
     full = statistics.median(t / b for t, b in zip(times["full"], base))
-    print(f"{args.shape} {'Llama' if shape['model'] == 'llama' else 'GPT'}, {args.level}, {args.rounds} rounds")
+    model = {"llama": "Llama", "gpt": "GPT"}.get(shape.get("model", "gpt"), "transformers' " + shape["model"][3:])
+    print(f"{args.shape} {model}, {args.level}, {args.rounds} rounds")
     print(f"{'set-up':<14} {'step ms':>8} {'ratio':>7} {'saved (of the added time)':>26}")
     for name in setups:
         r = statistics.median(t / b for t, b in zip(times[name], base))

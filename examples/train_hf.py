@@ -1,10 +1,10 @@
-"""Train a HuggingFace transformers causal LM (Llama, Qwen2 or GPT-2), at a toy size, with tbprobe's collector on.
+"""Train a HuggingFace transformers causal LM (Llama, Qwen2, Mixtral or GPT-2), at a toy size, with tbprobe on.
 
     bash scripts/hf_deps.sh          # a pinned transformers into .deps/hf (tbprobe itself does not need it)
     python examples/train_hf.py --arch llama --dump-path out/hf_llama --level mix --steps 2
 
 The model is transformers' own code (attention masks built under torch.vmap, position ids, rotary embeddings,
-grouped-query attention, output objects), trained with AdamW and gradient clipping like train_llama.py, so the
+grouped-query attention, output objects; Mixtral's top-2 routing over 4 experts), trained with AdamW and gradient clipping like train_llama.py, so the
 dump shows what a user's HuggingFace run records. `--tool msprobe` runs the same loop under the reference
 collector, `--tool none` with no tool. The tests compare both tools' dumps of the Llama, and
 bench/collector_overhead.py times all three ("small-hf-llama", "small-hf-qwen2", "small-hf-gpt2").
@@ -21,7 +21,7 @@ __all__ = ["ARCHS", "HF_PATH", "HFCausalLM", "have_transformers", "main"]
 
 HF_PATH = os.environ.get("TBPROBE_HF_PATH",
                          os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".deps", "hf"))
-ARCHS = ("llama", "qwen2", "gpt2")
+ARCHS = ("llama", "qwen2", "mixtral", "gpt2")
 
 
 def have_transformers() -> bool:
@@ -39,8 +39,9 @@ def _config(transformers, arch: str, vocab: int, dim: int, layers: int, ctx: int
     if arch == "gpt2":   # dropout off, as in the other examples' benchmarked models
         return transformers.GPT2Config(vocab_size=vocab, n_embd=dim, n_layer=layers, n_head=4, n_positions=ctx,
                                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="sdpa")
-    config = transformers.Qwen2Config if arch == "qwen2" else transformers.LlamaConfig
-    return config(vocab_size=vocab, hidden_size=dim, intermediate_size=2 * dim, num_hidden_layers=layers,
+    config, extra = {"qwen2": (transformers.Qwen2Config, {}), "llama": (transformers.LlamaConfig, {}),
+                     "mixtral": (transformers.MixtralConfig, {"num_local_experts": 4, "num_experts_per_tok": 2})}[arch]
+    return config(**extra, vocab_size=vocab, hidden_size=dim, intermediate_size=2 * dim, num_hidden_layers=layers,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=ctx,
                   attn_implementation="sdpa")
 

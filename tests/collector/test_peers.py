@@ -232,12 +232,12 @@ def _same_statistic(field, ours, theirs, dtype):
     return ours == theirs
 
 
-@pytest.mark.parametrize("model", ["llama", "hf-llama", "hf-gpt2"])
+@pytest.mark.parametrize("model", ["llama", "hf-llama", "hf-gpt2", "hf-mixtral"])
 def test_statistics_equal_msprobes_on_the_llama_with_adamw_and_clipping(tmp_path, model):
     """Every statistic of every record, step after step, on an LLM-shaped model: parameter gradients, in-place
     work on 0-dim tensors (AdamW's step count), calls that return their input, the clipping's norms; on
-    transformers' own Llama and GPT-2 too, whose attention masks are built under torch.vmap (BatchedTensor
-    items)."""
+    transformers' own Llama, GPT-2 and Mixtral (top-2 routing) too, whose attention masks are built under
+    torch.vmap (BatchedTensor items)."""
     need_peers()
     if model.startswith("hf-") and not have_transformers():
         pytest.skip(f"transformers is not installed under {HF_PATH} (bash scripts/hf_deps.sh; make test does it)")

@@ -33,10 +33,10 @@ $(BUNDLE): $(FRONTEND_SRC)
 	  cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run build; \
 	else echo "frontend/: no package.json yet, keeping the placeholder bundle"; fi
 
-# transformers, pinned, in .deps/hf: the tests comparing both tools on HuggingFace's Llama (tbprobe does not need it;
-# without it those tests skip with the reason)
+# transformers, pinned, in .deps/hf, for the tests on transformers' models (tbprobe does not need it; without it
+# those tests skip with the reason)
 hf: python
-	@bash scripts/hf_deps.sh || echo "transformers not installed: the tests on HuggingFace's Llama will skip"
+	@bash scripts/hf_deps.sh || echo "transformers not installed: the tests on transformers' models will skip"
 
 lint: python
 	$(BIN)/ruff check tbprobe tests bench examples

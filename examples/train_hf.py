@@ -4,10 +4,10 @@
     python examples/train_hf.py --arch llama --dump-path out/hf_llama --level mix --steps 2
 
 The model is transformers' own code (attention masks built under torch.vmap, position ids, rotary embeddings,
-grouped-query attention, output objects; Mixtral's top-2 routing over 4 experts), trained with AdamW and gradient clipping like train_llama.py, so the
-dump shows what a user's HuggingFace run records. `--tool msprobe` runs the same loop under the reference
-collector, `--tool none` with no tool. The tests compare both tools' dumps of the Llama, and
-bench/collector_overhead.py times all three ("small-hf-llama", "small-hf-qwen2", "small-hf-gpt2").
+grouped-query attention, output objects; Mixtral's top-2 routing over 4 experts), trained with AdamW and gradient
+clipping like train_llama.py, so the dump shows what a user's HuggingFace run records. `--tool msprobe` runs the same
+loop under the reference collector, `--tool none` with no tool. The tests compare both tools' dumps of the Llama,
+GPT-2 and Mixtral; bench/collector_overhead.py times the Llama, Qwen2 and GPT-2 ("small-hf-<arch>").
 """
 import argparse
 import os

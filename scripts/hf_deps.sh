@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs a pinned HuggingFace transformers into .deps/hf (or $TBPROBE_HF_PATH) for examples/train_hf.py,
-# the tests that compare both tools on it and bench/collector_overhead.py's "small-hf-llama" cases. tbprobe does not
+# the tests that compare both tools on it and bench/collector_overhead.py's "small-hf-*" cases. tbprobe does not
 # depend on transformers, so it stays out of the venv: both tbprobe's and msprobe's interpreters put this folder on
 # sys.path. --no-deps, so that neither interpreter's numpy or torch is shadowed; the list is transformers' and
 # huggingface_hub's run-time dependencies.

@@ -64,8 +64,8 @@ def build(model_name: str):
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
     elif model_name == "llama" or model_name.startswith("hf-"):
         # many operators per module, kwargs-only calls, no-op conversions (x.float() of a float32 x); transformers'
-        # own models (hf-llama, hf-qwen2, hf-gpt2) also build their attention masks under torch.vmap (they need
-        # scripts/hf_deps.sh)
+        # own models (hf-<arch>, examples/train_hf.py's ARCHS) also build their attention masks under torch.vmap
+        # (they need scripts/hf_deps.sh)
         model = Llama() if model_name == "llama" else HFCausalLM(model_name[3:])
         data = [make_batch(i, 2, 16, 64) for i in range(4)]
 

@@ -60,5 +60,5 @@ def test_train_hf_llama_records_every_step_and_leaves_the_losses_alone(tmp_path)
         data = load_rank(rank_dirs(str(tmp_path / "hf"), step)[0])["dump"]["data"]
         assert "Module.model.model.layers.1.self_attn.LlamaAttention.forward.0" in data
         batched = [n for n, e in data.items()
-                   if any(isinstance(a, dict) and a.get("type") == "BatchedTensor" for a in e.get("output", []))]
+                   if any(isinstance(a, dict) and a.get("type") == "BatchedTensor" for a in e.get("output") or [])]
         assert batched, "no operator of the vmap-built mask was recorded"

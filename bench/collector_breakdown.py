@@ -12,11 +12,11 @@ configuration: its dumps are incomplete.
 
   full              the collector as it ships
   no writer         steps are recorded but not written (no JSON, no files, no events, no live graph)
-  no backward       no input views, no autograd-node or parameter-gradient hooks: forward records only
+  no backward       no input shares, no autograd-node or parameter-gradient hooks: forward records only
   no stacks         no stack keys (as extra_info false; construct stays)
   no items          records without tensor items (no statistics)
 With --fine, the backward and the items split further, and the bookkeeping between them:
-  no views          no plain views of the inputs (their gradient hooks sit on the inputs themselves)
+  no shares         no module shares of the inputs' gradients (their gradient hooks sit on the inputs themselves)
   no param grads    no parameter-gradient hooks
   no param items    forward records without their parameters' items
   no dataflow       no producers and consumers noted (dataflow.json)
@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from collector_overhead import ROOT, SHAPES, gpt_training, write_config  # noqa: E402
 
 SETUPS = ("none", "full", "no writer", "no backward", "no stacks", "no items")
-FINE = ("none", "full", "no views", "no param grads", "no param items", "no dataflow", "no counters")
+FINE = ("none", "full", "no shares", "no param grads", "no param items", "no dataflow", "no counters")
 
 
 def _debugger(tmp: str, name: str, level: str):
@@ -143,16 +143,19 @@ def main() -> None:
     import tbprobe.collector.pytorch.module_hooks as module_hooks
 
     setups = FINE if args.fine else SETUPS
-    alias, own_parameters = module_hooks._alias_inputs, module_hooks._own_parameters
+    call_start, own_parameters = module_hooks._c_call_start, module_hooks._own_parameters
+    alias = module_hooks._alias_inputs
     shape = SHAPES[args.shape]
     runs = {name: gpt_training(shape) for name in setups}
     tmp = tempfile.mkdtemp(prefix="bench_breakdown_", dir=args.dump_root)
     try:
         dbgs = {name: _debugger(tmp, name, args.level) for name in setups if name != "none"}
         def before(name: str) -> None:
-            # the input views and a module's parameter list come from module-level functions: taken out only
-            # around that set-up's steps
-            module_hooks._alias_inputs = (lambda a, k: None) if name in ("no backward", "no views") else alias
+            # the input shares and a module's parameter list come from module-level functions: taken out only
+            # around that set-up's steps (without call_start, the views' fallback is taken out too)
+            no_shares = name in ("no backward", "no shares")
+            module_hooks._c_call_start = None if no_shares else call_start
+            module_hooks._alias_inputs = (lambda a, k: None) if no_shares else alias
             module_hooks._own_parameters = (lambda m: ()) if name == "no param items" else own_parameters
 
         def after_first(name: str) -> None:
@@ -160,7 +163,8 @@ def main() -> None:
                 _take_out(name, dbgs[name], runs[name][0])
 
         times = paired_rounds(setups, runs, dbgs, args.rounds, before=before, after_first=after_first)
-        module_hooks._alias_inputs, module_hooks._own_parameters = alias, own_parameters
+        module_hooks._c_call_start, module_hooks._own_parameters = call_start, own_parameters
+        module_hooks._alias_inputs = alias
         for dbg in dbgs.values():
             dbg.close()
     finally:

@@ -8,9 +8,9 @@ over the rounds of set-up step / no-tool step).
 
   none         no tool
   hooks        a forward pre-hook and a forward hook on every module, doing nothing: PyTorch's hook dispatch
-  floor        hooks, plus what tbprobe's L0 capture puts in the autograd graph, doing nothing: an alias of each
-               input that requires grad (_cgrad.alias), a C++ hook on the autograd node of each alias and of each
-               output (_cgrad.hook_node), a hook on each parameter's gradient
+  floor        hooks, plus what tbprobe's L0 capture hooks in the autograd graph, doing nothing: the share of each
+               input that requires grad (_cgrad.call_start before the call, hook_consumers after it), a C++ hook
+               on the autograd node of each output (_cgrad.hook_node), a hook on each parameter's gradient
   ideal        floor, plus what any L0 collector must compute: the item (statistics) of every input, output,
                parameter and gradient through _cgrad.ItemReader, and every call's stack key. No names, records,
                construct, data flow or files: a port of all of tbprobe's L0 bookkeeping to C++ at zero cost
@@ -40,7 +40,7 @@ def _attach(model, level: str, reader) -> None:
     """Hooks of set-up `level` ("hooks", "floor" or "ideal") on every module of `model` but the root."""
     import torch
 
-    from tbprobe.collector._cgrad import alias, hook_node
+    from tbprobe.collector._cgrad import call_start, hook_consumers, hook_node
     from tbprobe.collector._cstats import stack_key
 
     own, codes, prefix = {}, {}, os.path.join(ROOT, "tbprobe")
@@ -51,17 +51,16 @@ def _attach(model, level: str, reader) -> None:
         if items:
             reader(g)
 
+    starts = []
+
     def pre(mod, args, kwargs):
         if level == "hooks":
             return None
         if items:
             [reader(a) for a in args]
             stack_key(sys._getframe(1), own, prefix, codes)
-        new = tuple(alias(a) if isinstance(a, torch.Tensor) and a.requires_grad else a for a in args)
-        for i, a in enumerate(new):
-            if isinstance(a, torch.Tensor) and a.requires_grad:
-                hook_node(a, on_node, i)
-        return new, kwargs
+        starts.append(call_start([a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]))
+        return None
 
     def post(mod, args, kwargs, output):
         if level == "hooks":
@@ -73,6 +72,7 @@ def _attach(model, level: str, reader) -> None:
         for i, o in enumerate(outs):
             if isinstance(o, torch.Tensor) and o.requires_grad:
                 hook_node(o, on_node, i)
+        hook_consumers(starts.pop(), outs, on_node)
         return None
 
     for path, mod in model.named_modules():

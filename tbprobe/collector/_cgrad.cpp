@@ -7,13 +7,14 @@
 // gradient it is about and calls `fn(i, grad)`; nothing else changes, and tbprobe falls back to Python's hooks
 // when this module is not built (session.py).
 //
-// It also makes module inputs' aliases (alias) and reads a tensor's facts for its dump.json item straight from the
-// TensorImpl (ItemReader), both below.
+// It also hooks the nodes through which a module sends its inputs their gradients (call_start, hook_consumers) and
+// reads a tensor's facts for its dump.json item straight from the TensorImpl (ItemReader), both below.
 //
 // Plain CPython API (no pybind11 module), so nothing here depends on pybind11's ABI tags.
 #include <Python.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/SequenceNumber.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -21,7 +22,10 @@
 #include <torch/csrc/utils/tensor_dtypes.h>
 
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "_cstats_api.h"
@@ -248,32 +252,188 @@ PyMethodDef reader_methods[] = {
 
 PyTypeObject ItemReaderType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
-// A module's input as the module gets it (module_hooks._alias_inputs): `x.view_as(x)` costs a Python method call
-// and a ViewBackward0 node that reshapes the gradient; at::alias makes an AliasBackward0, which passes it on as
-// it is. Values and gradients are the same bit for bit. For exact torch.Tensor and Parameter only (a subclass
-// keeps view_as and its __torch_function__).
-PyObject *alias(PyObject *, PyObject *t) {
-  if (!THPVariable_CheckExact(t)) {
-    PyErr_SetString(PyExc_TypeError, "alias(tensor): a torch.Tensor or Parameter");
+// A module's share of its inputs' gradients, without a node of tbprobe's in the graph.
+//
+// The gradient of a module input x, as the reference reports it, is what the module's own operators send back to
+// x: not the total, which also sums what every other consumer of x sends. The engine sums those contributions in
+// x's input buffer, in the order they arrive. Any node put between x and the module (a view of x, a hook
+// Function) sums the module's contributions first and hands on one tensor: the total is then summed in another
+// order, different in the last bit, and so, after a few steps, are the weights, which the collector must never
+// change. So nothing is put there. When the call begins, call_start notes x's gradient edge and the sequence number
+// of the next autograd node; when it ends, hook_consumers walks back from the outputs' nodes over the nodes the
+// call made (numbered from there on) and hooks each that has an edge to x, after its backward: the gradient it
+// sends along that edge is the module's contribution, and their sum, once all have run, is the module's share. The
+// sum is tbprobe's own tensor; the engine's buffers are not touched.
+struct CallStart {
+  uint64_t first;
+  std::vector<torch::autograd::Edge> edges;
+};
+
+const char *kCallStart = "tbprobe._cgrad.CallStart";
+
+void call_start_free(PyObject *capsule) {
+  delete static_cast<CallStart *>(PyCapsule_GetPointer(capsule, kCallStart));
+}
+
+PyObject *call_start(PyObject *, PyObject *tensors) {
+  PyObject *seq = PySequence_Fast(tensors, "call_start(tensors): a list or tuple of tensors");
+  if (seq == nullptr) return nullptr;
+  auto *cs = new CallStart{at::sequence_number::peek(), {}};
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject **items = PySequence_Fast_ITEMS(seq);
+  try {
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (!THPVariable_Check(items[i])) throw std::invalid_argument("call_start(tensors): a list of tensors");
+      cs->edges.push_back(torch::autograd::impl::gradient_edge(THPVariable_Unpack(items[i])));
+    }
+  } catch (const std::exception &exc) {
+    delete cs;
+    Py_DECREF(seq);
+    PyErr_SetString(PyExc_TypeError, exc.what());
     return nullptr;
   }
+  Py_DECREF(seq);
+  PyObject *capsule = PyCapsule_New(cs, kCallStart, call_start_free);
+  if (capsule == nullptr) delete cs;
+  return capsule;
+}
+
+// One input's share: its contributions still to come and their sum so far; fn(index, sum) when the last is in.
+struct Share {
+  PyObject *fn;
+  PyObject *index;
+  size_t remaining;
+  at::Tensor sum;
+  std::mutex lock;
+
+  Share(PyObject *f, PyObject *i, size_t n) : fn(f), index(i), remaining(n) {
+    Py_INCREF(fn);
+    Py_INCREF(index);
+  }
+
+  ~Share() {
+    if (!python_alive()) return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    Py_DECREF(fn);
+    Py_DECREF(index);
+    PyGILState_Release(st);
+  }
+};
+
+struct ShareHook : torch::autograd::FunctionPostHook {
+  std::shared_ptr<Share> share;
+  size_t slot;  // which of the node's outgoing gradients goes to the input
+
+  ShareHook(std::shared_ptr<Share> s, size_t j) : share(std::move(s)), slot(j) {}
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
+                                            const torch::autograd::variable_list &) override {
+    at::Tensor total;
+    {
+      std::lock_guard<std::mutex> guard(share->lock);
+      if (share->remaining == 0) return outputs;
+      if (slot < outputs.size() && outputs[slot].defined()) {
+        at::NoGradGuard no_grad;
+        share->sum = share->sum.defined() ? at::add(share->sum, outputs[slot]) : outputs[slot];
+      }
+      if (--share->remaining > 0) return outputs;
+      total = std::move(share->sum);
+      share->sum = at::Tensor();
+    }
+    if (!python_alive()) return outputs;
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyObject *grad = total.defined() ? THPVariable_Wrap(std::move(total)) : (Py_INCREF(Py_None), Py_None);
+    if (grad != nullptr) {
+      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
+      PyObject *args[2] = {share->index, grad};
+      PyObject *res = PyObject_Vectorcall(share->fn, args, 2, nullptr);
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
+      Py_DECREF(grad);
+      Py_XDECREF(res);
+    }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(share->fn);
+    PyGILState_Release(st);
+    return outputs;  // the gradients go on unchanged
+  }
+};
+
+// hook_consumers(start, outputs, fn) -> tuple: for input i of call_start, how many of the call's nodes send it a
+// gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input, or one the call
+// returns as it is).
+PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "hook_consumers(start, outputs, fn): call_start's capsule, tensors, a callable");
+    return nullptr;
+  }
+  auto *cs = static_cast<CallStart *>(PyCapsule_GetPointer(args[0], kCallStart));
+  PyObject *seq = PySequence_Fast(args[1], "hook_consumers: outputs, a list or tuple of tensors");
+  if (seq == nullptr) return nullptr;
+  using torch::autograd::Node;
+  const size_t n_in = cs->edges.size();
+  std::vector<std::vector<std::pair<Node *, size_t>>> found(n_in);
   try {
-    return THPVariable_Wrap(at::alias(THPVariable_Unpack(t)));
+    auto made_here = [cs](Node *node) {
+      uint64_t nr = node->sequence_nr();
+      return nr >= cs->first && nr != UINT64_MAX;  // (UINT64_MAX: AccumulateGrad, a leaf's)
+    };
+    std::vector<Node *> stack;
+    std::unordered_set<Node *> seen;
+    Py_ssize_t n_out = PySequence_Fast_GET_SIZE(seq);
+    PyObject **outs = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < n_out; ++k) {
+      if (!THPVariable_Check(outs[k])) continue;
+      auto fn = THPVariable_Unpack(outs[k]).grad_fn();
+      if (fn && made_here(fn.get()) && seen.insert(fn.get()).second) stack.push_back(fn.get());
+    }
+    while (!stack.empty()) {
+      Node *node = stack.back();
+      stack.pop_back();
+      const auto &edges = node->next_edges();
+      for (size_t j = 0; j < edges.size(); ++j) {
+        Node *next = edges[j].function.get();
+        if (next == nullptr) continue;
+        for (size_t i = 0; i < n_in; ++i) {
+          if (cs->edges[i].function.get() == next && cs->edges[i].input_nr == edges[j].input_nr)
+            found[i].emplace_back(node, j);
+        }
+        if (made_here(next) && seen.insert(next).second) stack.push_back(next);
+      }
+    }
+    for (size_t i = 0; i < n_in; ++i) {
+      if (found[i].empty()) continue;
+      PyObject *index = PyLong_FromSize_t(i);
+      if (index == nullptr) throw std::bad_alloc();
+      auto share = std::make_shared<Share>(args[2], index, found[i].size());
+      Py_DECREF(index);
+      for (auto &[node, j] : found[i]) node->add_post_hook(std::make_unique<ShareHook>(share, j));
+    }
   } catch (const std::exception &exc) {
+    Py_DECREF(seq);
     PyErr_SetString(PyExc_RuntimeError, exc.what());
     return nullptr;
   }
+  Py_DECREF(seq);
+  PyObject *counts = PyTuple_New(static_cast<Py_ssize_t>(n_in));
+  if (counts == nullptr) return nullptr;
+  for (size_t i = 0; i < n_in; ++i)
+    PyTuple_SET_ITEM(counts, static_cast<Py_ssize_t>(i), PyLong_FromSize_t(found[i].size()));
+  return counts;
 }
 
 PyMethodDef methods[] = {
     {"hook_node", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_node)), METH_FASTCALL,
      "hook_node(tensor, fn, i) -> bool: call fn(i, gradient) when the gradient of `tensor` reaches the autograd "
      "node that made it; False (nothing done) when the tensor has no node."},
-    {"alias", alias, METH_O, "alias(t) -> torch.ops.aten.alias(t), called from C++."},
+    {"call_start", call_start, METH_O,
+     "call_start(tensors) -> capsule: the tensors' gradient edges and the next node's number, as a call begins."},
+    {"hook_consumers", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_consumers)), METH_FASTCALL,
+     "hook_consumers(start, outputs, fn) -> tuple of counts: hook the call's nodes that send its inputs gradients; "
+     "fn(i, share) once input i's have all run."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgrad",
-                      "C++ gradient hooks on autograd nodes, module inputs' aliases and the item reader.", -1,
+                      "C++ gradient hooks on autograd nodes, modules' shares of their inputs' gradients and the item reader.", -1,
                       methods};
 
 }  // namespace

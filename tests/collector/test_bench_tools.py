@@ -42,7 +42,7 @@ def test_breakdown_runs_every_setup(tmp_path):
 
 def test_breakdown_fine_runs_every_setup(tmp_path):
     rows = _run("collector_breakdown.py", "--fine", tmp_path=tmp_path)
-    assert set(rows) == {"none", "full", "no views", "no param grads", "no param items", "no dataflow",
+    assert set(rows) == {"none", "full", "no shares", "no param grads", "no param items", "no dataflow",
                          "no counters"}
 
 

@@ -98,28 +98,58 @@ def test_the_hook_lets_its_callable_go_with_the_graph():
     assert ref() is None                  # ... and frees it with itself
 
 
-class _Marked(torch.Tensor):
-    pass
+def _shares(x_of, module_fn, others):
+    """Each input's share of its gradient through _cgrad.call_start / hook_consumers around `module_fn`, and the
+    leaf's gradient, for inputs made by `x_of(leaf)` that `others` also consume outside the "module"."""
+    from tbprobe.collector._cgrad import call_start, hook_consumers
+
+    leaf = torch.randn(4, 3, requires_grad=True)
+    ins = x_of(leaf)
+    start = call_start(ins)
+    out = module_fn(*ins)
+    got = {}
+    counts = hook_consumers(start, [out], lambda i, g: got.setdefault(i, g.clone()))
+    (out.sum() * 2 + others(*ins)).backward()
+    return got, counts, leaf.grad
 
 
-def test_a_modules_input_is_an_alias_from_cpp_and_a_subclass_keeps_view_as():
-    from tbprobe.collector.pytorch import module_hooks
-    assert module_hooks._c_alias is not None, "tbprobe.collector._cgrad is not built"
-    x = torch.randn(3, 4, requires_grad=True)
-    h = x * 1.5
-    (a,), _ = module_hooks._alias_inputs((h,), {})
-    assert type(a.grad_fn).__name__ == "AliasBackward0" and a._base is h and torch.equal(a, h)
-    # the gradient passes through the alias as it is: the same bits as with no alias at all
-    (a * a).sum().backward()
-    with_alias = x.grad.clone()
-    x.grad = None
-    h = x * 1.5
-    (h * h).sum().backward()
-    assert torch.equal(with_alias, x.grad)
-    # a subclass gets view_as (its __torch_function__ sees it, and it stays its type); so does everything under
-    # torch.compile (module_hooks._fast_view says why)
-    m = (torch.randn(2, requires_grad=True) * 1).as_subclass(_Marked)
-    (mv,), kw = module_hooks._alias_inputs((m,), {"k": x * 1})
-    assert type(mv) is _Marked and type(kw["k"].grad_fn).__name__ == "AliasBackward0"
+def test_hook_consumers_gives_the_modules_share_and_leaves_the_gradients_alone():
+    """The share of an input the module uses three times (through in-place work, too) is the sum of what its own
+    nodes send it, not the total over the consumers outside; and the leaf's gradient is bit for bit the one of the
+    same computation with no hook at all (a view or hook Function between x and the module would sum the module's
+    contributions first, in another order)."""
+    torch.manual_seed(0)
+
+    def module(x, w):
+        y = x * w
+        z = (x.pow(2) + y).relu_()      # in-place inside the module
+        return z * x
+
+    def x_of(leaf):
+        return [leaf * 1.5, (leaf.detach() + 1).requires_grad_()]
+
+    got, counts, grad = _shares(x_of, module, lambda x, w: (x.exp() * 3).sum())
+    assert counts == (3, 1)             # x: x * w, x.pow(2) and z * x; w: x * w
+    torch.manual_seed(0)
+    leaf = torch.randn(4, 3, requires_grad=True)
+    x, w = x_of(leaf)
+    x_ = x.detach().requires_grad_()
+    (module(x_, w).sum() * 2).backward()
+    assert torch.equal(got[0], x_.grad)       # the module's share alone
+    plain = torch.randn(4, 3).copy_(leaf.detach()).requires_grad_()
+    x, w = x_of(plain)
+    (module(x, w).sum() * 2 + (x.exp() * 3).sum()).backward()
+    assert torch.equal(grad, plain.grad)      # the training's own gradient, unchanged
+
+
+def test_hook_consumers_counts_nothing_for_an_unused_or_returned_input():
+    from tbprobe.collector._cgrad import call_start, hook_consumers
+
+    x = torch.randn(3, requires_grad=True) * 1
+    unused = torch.randn(3, requires_grad=True) * 1
+    start = call_start([x, unused])
+    assert hook_consumers(start, [x], lambda i, g: None) == (0, 0)   # an identity module: x returned as it is
     with pytest.raises(TypeError):
-        module_hooks._c_alias("not a tensor")
+        call_start(["not a tensor"])
+    with pytest.raises(TypeError):
+        hook_consumers("not a start", [x], print)

@@ -274,6 +274,8 @@ class ApiCapture:
         the user registered (register_custom_api), recorded whatever the risk level, as one call: the torch calls
         inside it are not recorded, as the reference does it."""
         s = self.session
+        if s.deferred:
+            s.flush_deferred()
         s.busy += 1
         args_items = kwargs_items = None     # (the inputs' items, when the call's data is recorded)
         try:

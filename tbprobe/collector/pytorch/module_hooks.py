@@ -19,20 +19,23 @@ log = logging.getLogger("tbprobe.collector")
 
 _NoTorchFunction = torch._C.DisableTorchFunction
 _compiling = torch.compiler.is_compiling
-_VIEW_TYPES = (torch.Tensor, torch.nn.Parameter)
 
-try:   # at::alias from C++ (tbprobe/collector/_cgrad.cpp); x.view_as(x) otherwise
-    from tbprobe.collector._cgrad import alias as _c_alias
+try:   # a module's share of its inputs' gradients from its own nodes (tbprobe/collector/_cgrad.cpp); else views
+    from tbprobe.collector._cgrad import call_start as _c_call_start
+    from tbprobe.collector._cgrad import hook_consumers as _c_hook_consumers
 except ImportError:
-    _c_alias = None
+    _c_call_start = _c_hook_consumers = None
 
 
 class _Call:
-    __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs")
+    # `start` and `ins` (the call's inputs that require grad): for _cgrad.hook_consumers when the call ends;
+    # `listeners`: {input index: NodeTrackers of calls inside that returned that input as it is}
+    __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs", "start", "ins", "listeners")
 
-    def __init__(self, name, parent, args_items, kwargs_items, inputs):
+    def __init__(self, name, parent, args_items, kwargs_items, inputs, start=None, ins=None):
         self.name, self.parent, self.args_items, self.kwargs_items, self.inputs = (
             name, parent, args_items, kwargs_items, inputs)
+        self.start, self.ins, self.listeners = start, ins, None
 
 
 class _ParamGrads:
@@ -179,6 +182,8 @@ class ModuleHooks:
                 if id(mod) not in s.scope_ids:
                     return None
                 s.scope_depth += 1
+            if s.deferred:
+                s.flush_deferred()
             s.busy += 1
             guard = _NoTorchFunction()   # at mix, keep tbprobe's own kernels out of the operator mode
             guard.__enter__()
@@ -194,14 +199,25 @@ class ModuleHooks:
                                 if keep else None)
                 s.note_consumer(name, args)
                 s.add_stack(name, 2) if keep else None
-                replaced = None
+                replaced = start = ins = None
                 if torch.is_grad_enabled():
-                    replaced = _alias_inputs(args, kwargs)
-                    if replaced is not None:
-                        args, kwargs = replaced
+                    if _c_call_start is not None and not _compiling():
+                        # the module's share of its inputs' gradients, read off its own nodes when it ends
+                        # (_cgrad.cpp's hook_consumers): nothing between the inputs and the module
+                        ins = [t for t in flatten_tensors((args, kwargs))
+                               if isinstance(t, torch.Tensor) and t.requires_grad]
+                        start = _c_call_start(ins)
+                    else:
+                        replaced = _alias_inputs(args, kwargs)
+                        if replaced is not None:
+                            args, kwargs = replaced
                 tracker = s.prepare_backward(name.replace(".forward.", ".backward."),
-                                             flatten_tensors((args, kwargs)), parent)
-                self._calls.setdefault(id(mod), []).append(_Call(name, parent, args_items, kwargs_items, tracker))
+                                             ins if ins is not None else flatten_tensors((args, kwargs)), parent,
+                                             hook_inputs=start is None)
+                call = _Call(name, parent, args_items, kwargs_items, tracker, start, ins)
+                self._calls.setdefault(id(mod), []).append(call)
+                if start is not None:
+                    s.share_calls.append(call)
                 s.fw_stack.append(name)
                 return replaced
             except Exception as exc:
@@ -221,6 +237,8 @@ class ModuleHooks:
             if not calls or not s.active:
                 return None
             call = calls.pop()
+            if s.share_calls and s.share_calls[-1] is call:
+                s.share_calls.pop()
             if s.scope_ids is not None:
                 s.scope_depth -= 1
             if s.fw_stack and s.fw_stack[-1] == call.name:
@@ -230,6 +248,8 @@ class ModuleHooks:
             if s.busy:
                 return None
             raised = output is None and sys.exc_info()[1] is not None
+            if s.deferred:
+                s.flush_deferred()
             s.busy += 1
             guard = _NoTorchFunction()
             guard.__enter__()
@@ -255,6 +275,9 @@ class ModuleHooks:
                 s.note_producer(name, outs, overwrite=False)
                 if call.inputs is not None:
                     s.finish_backward(call.inputs, outs)
+                    if call.start is not None:
+                        s.finish_input_shares(call.inputs, call.start, call.ins, outs, _c_hook_consumers,
+                                              call.listeners)
             except Exception as exc:
                 s.guard.report("module forward hook", exc)
             finally:
@@ -266,36 +289,26 @@ class ModuleHooks:
 
 
 def _alias_inputs(args: tuple, kwargs: dict):
-    """The module gets plain views (aliases) of its inputs that require grad, so a hook on the view sees this
-    module's share of the input gradient (not the total over every consumer of x). A plain view, unlike the
-    custom Function of full backward hooks, still allows in-place work inside the module; values and gradients
-    are unchanged bit for bit."""
+    """Without _cgrad's hook_consumers (not built, or under torch.compile): the module gets plain views (aliases)
+    of its inputs that require grad, so a hook on the view sees this module's share of the input gradient (not the
+    total over every consumer of x). A plain view, unlike the custom Function of full backward hooks, still allows
+    in-place work inside the module. The values are unchanged, but the input's gradient may not be: the view sums
+    the module's contributions before they join the others, so where x has other consumers and the module uses x
+    twice the total is summed in another order (_cgrad.cpp's hook_consumers says more)."""
     changed = False
     new_args = list(args)
-    alias = _view if _c_alias is None or _compiling() else _fast_view
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.requires_grad:
-            new_args[i] = alias(a)
+            new_args[i] = a.view_as(a)
             changed = True
     new_kwargs = kwargs
     for k, v in kwargs.items():
         if isinstance(v, torch.Tensor) and v.requires_grad:
             if new_kwargs is kwargs:
                 new_kwargs = dict(kwargs)
-            new_kwargs[k] = alias(v)
+            new_kwargs[k] = v.view_as(v)
             changed = True
     return (tuple(new_args), new_kwargs) if changed else None
-
-
-def _view(t: torch.Tensor) -> torch.Tensor:
-    return t.view_as(t)
-
-
-def _fast_view(t: torch.Tensor) -> torch.Tensor:
-    """at::alias from C++ for a plain tensor: no Python method call, and an AliasBackward0 node that passes the
-    gradient on as it is (ViewBackward0 reshapes it into a new tensor). A subclass keeps view_as, which its
-    __torch_function__ sees; under torch.compile dynamo traces view_as and would stop at the C++ call."""
-    return _c_alias(t) if type(t) in _VIEW_TYPES else t.view_as(t)
 
 
 def _own_parameters(mod: torch.nn.Module):

@@ -9,7 +9,7 @@ import os
 import sys
 import weakref
 from functools import partial
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
@@ -67,6 +67,8 @@ class BackwardTracker:
         s = self.session
         if self.done or not s.active or s.step != self.step:
             return
+        if s.deferred:
+            s.flush_deferred()
         s.busy += 1
         try:
             with _NoTorchFunction():
@@ -87,6 +89,8 @@ class BackwardTracker:
         # may come before the output gradients when the module returns its input (an identity module)
         if self.done or not s.active or s.step != self.step:
             return
+        if s.deferred:
+            s.flush_deferred()
         s.busy += 1
         try:
             with _NoTorchFunction():
@@ -116,6 +120,16 @@ class BackwardTracker:
         if self.done or not self.started or (not force and (self.missing_out > 0 or self.missing_in > 0)):
             return
         self.done = True
+        if force:
+            self.emit()
+        else:
+            # emitted when the next gradient or call comes (Session.flush_deferred): after the gradients of the
+            # module's own parameters, which the engine accumulates at once after the node that sent the last
+            # input gradient, as the reference records them
+            self.session.deferred.append(self)
+
+    def emit(self) -> None:
+        """The backward record, and the end of the module's backward for the filters."""
         s = self.session
         s.record.add_construct(self.name, self.parent)
         if s.record_data(self.name):
@@ -140,10 +154,17 @@ class NodeTracker:
         self.missing = n_nodes
         self.step = session.step
 
+    def on_share(self, grad: Optional[torch.Tensor]) -> None:
+        """A call that returned a module's input as it is, inside that module: its backward is the module's share
+        of that input's gradient, the same in and out (Session.track_node_backward)."""
+        self.on_node((grad,), (grad,))
+
     def on_node(self, grad_inputs, grad_outputs) -> None:
         s = self.session
         if not s.active or s.step != self.step or self.missing <= 0:
             return
+        if s.deferred:
+            s.flush_deferred()
         s.busy += 1
         try:
             with _NoTorchFunction():
@@ -197,6 +218,9 @@ class Session:
         self.record = StepRecord(0)
         self.fw_stack: List[str] = []      # names of the modules whose forward is running
         self.trackers: List[BackwardTracker] = []
+        self.deferred: List[BackwardTracker] = []   # complete module backward records, to emit (flush_deferred)
+        # module calls whose input gradients come from their own nodes (module_hooks): the innermost last
+        self.share_calls: List[Any] = []
         self.pseudo_parent: Optional[str] = None   # "optimizer" or "clip_grad" while their work runs
         self.scope_ids: Optional[set] = None   # capture(module): ids of the module and its descendants
         self.scope_depth = 0                   # >0 while a scoped module's forward runs
@@ -212,6 +236,8 @@ class Session:
         self.stats.reset()
         self.fw_stack = []
         self.trackers = []
+        self.deferred = []
+        self.share_calls = []
         self.producers = {}
         if self.filter.contextual or len(self._data_names) > _MAX_NAMES:
             # a scope is a range of calls in execution order (and at mix a listed module keeps what runs inside it):
@@ -222,6 +248,7 @@ class Session:
 
     def end_step(self):
         """Close pending backward records and return (record, host statistics): one device->host transfer."""
+        self.flush_deferred()
         for t in self.trackers:
             if t.started and not t.done:
                 t._maybe_finish(force=True)
@@ -288,9 +315,10 @@ class Session:
         k = _stack_key(sys._getframe(skip), _OWN_CODE, _TBPROBE_DIR, _CODES)
         self.record.stack_of[name] = self.stacks.intern(k, lambda: _format_stack(k))
 
-    def prepare_backward(self, name: str, inputs: Sequence[Any],
-                         parent: Optional[str]) -> Optional[BackwardTracker]:
-        """Hook the inputs' gradients before the call, so an in-place call still reports its input's gradient."""
+    def prepare_backward(self, name: str, inputs: Sequence[Any], parent: Optional[str],
+                         hook_inputs: bool = True) -> Optional[BackwardTracker]:
+        """Hook the inputs' gradients before the call, so an in-place call still reports its input's gradient
+        (with hook_inputs False, finish_input_shares does it when the call ends)."""
         if not torch.is_grad_enabled():
             return None
         ins = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -301,9 +329,41 @@ class Session:
         # The tracker keeps no autograd node (nor tensor): a node holds its hooks, the hooks hold the tracker, and
         # the cyclic GC cannot see the node's side of that loop; a kept node would keep every step's graph, saved
         # activations included, alive (tests/collector/test_harmless.py counts them).
-        for i, t in enumerate(ins):
-            _hook_gradient(t, i, tr.on_in_node, tr.on_in)
+        if hook_inputs:
+            for i, t in enumerate(ins):
+                _hook_gradient(t, i, tr.on_in_node, tr.on_in)
         return tr
+
+    def flush_deferred(self) -> None:
+        deferred, self.deferred = self.deferred, []
+        for tr in deferred:
+            tr.emit()
+
+    def finish_input_shares(self, tr: BackwardTracker, start: Any, ins: Sequence[torch.Tensor],
+                            outputs: Sequence[Any], hook_consumers: Callable,
+                            listeners: Optional[Dict[int, List[NodeTracker]]]) -> None:
+        """The call's share of each input's gradient, from the nodes it made (_cgrad.hook_consumers), to the
+        tracker and to the `listeners` of each input (calls inside that returned it as it is). An input none of
+        the nodes sends a gradient to is unused (its gradient: null at once), or returned as it is (an identity
+        module): that one, and its listeners, get the gradient of the tensor itself."""
+        listeners = listeners or {}
+        on_share = tr.on_in if not listeners else partial(_shares_to, tr, listeners)
+        if _compiling():   # (dynamo would trace the C++ call; the tensors' own hooks it runs eagerly)
+            counts = (0,) * len(ins)
+        else:
+            counts = hook_consumers(start, [t for t in outputs if isinstance(t, torch.Tensor)], on_share)
+        for i, n in enumerate(counts):
+            if n:
+                continue
+            t = ins[i]
+            if _compiling() or any(o is t for o in outputs):
+                _hook_gradient(t, i, tr.on_in_node, tr.on_in)
+            else:
+                tr.missing_in -= 1
+            for node_tr in listeners.get(i, ()):
+                g = t.grad_fn
+                if g is not None:
+                    g.register_hook(_NodeHook(node_tr))
 
     def finish_backward(self, tr: BackwardTracker, outputs: Sequence[Any]) -> None:
         outs = [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad]
@@ -318,20 +378,36 @@ class Session:
 
     def track_node_backward(self, name: str, parent: Optional[str], outputs: Sequence[Any]) -> None:
         """An operator's backward through the autograd node(s) of its outputs. A call that returns its input as it
-        is (`x.float()` on a float32 x) has its input's node, the producer's, as the reference records it too."""
+        is (`x.float()` on a float32 x) has its input's node, the producer's, as the reference records it at L1.
+        Inside a module that took that tensor as its input, the reference has a node of its own on the module's
+        inputs, so there the call's backward is the module's share of that input's gradient (finish_input_shares).
+        """
         nodes: List[Any] = []
+        shares: List[int] = []
+        call = self.share_calls[-1] if self.share_calls else None
         for t in outputs:
             if isinstance(t, torch.Tensor) and t.requires_grad:
+                if call is not None:
+                    i = next((k for k, x in enumerate(call.ins) if x is t), None)
+                    if i is not None:
+                        if i not in shares:
+                            shares.append(i)
+                        continue
                 g = t.grad_fn
                 if g is None or any(g is n for n in nodes):
                     continue
                 nodes.append(g)
-        if not nodes:
+        if not nodes and not shares:
             return
         tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.")
-                         if parent and parent not in PSEUDO_PARENTS else None, len(nodes))
+                         if parent and parent not in PSEUDO_PARENTS else None, len(nodes) + len(shares))
         for g in nodes:
             g.register_hook(_NodeHook(tr))
+        if shares:
+            if call.listeners is None:
+                call.listeners = {}
+            for i in shares:
+                call.listeners.setdefault(i, []).append(tr)
 
     # --- data flow (tbprobe's own dataflow.json) ---------------------------------------------------------
     def note_producer(self, name: str, outputs: Sequence[Any], overwrite: bool = True) -> None:
@@ -356,6 +432,13 @@ class Session:
                     if flow is None:
                         flow = self.record.dataflow.setdefault(name, {})
                     flow[str(i)] = p[2]
+
+
+def _shares_to(tr: BackwardTracker, listeners: Dict[int, List[NodeTracker]], i: int,
+               grad: Optional[torch.Tensor]) -> None:
+    tr.on_in(i, grad)
+    for node_tr in listeners.get(i, ()):
+        node_tr.on_share(grad)
 
 
 def _hook_gradient(t: torch.Tensor, i: int, on_node, on_grad) -> None:

@@ -284,6 +284,13 @@ class PrecisionDebugger:
             self.stop()
             self.step()
 
+    def trainer_callback(self) -> Any:
+        """For transformers' Trainer: ``Trainer(..., callbacks=[debugger.trainer_callback()])`` collects each
+        optimizer step (all its micro-batches) as one step (hf_trainer.py)."""
+        from tbprobe.collector.pytorch.hf_trainer import trainer_callback
+
+        return trainer_callback(self)
+
     @contextlib.contextmanager
     def capture(self, module: torch.nn.Module) -> Iterator["PrecisionDebugger"]:
         """Scoped capture of one module (and its children) for the duration of the block, within a step."""

@@ -15,6 +15,7 @@
 
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -264,9 +265,16 @@ PyTypeObject ItemReaderType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // call made (numbered from there on) and hooks each that has an edge to x, after its backward: the gradient it
 // sends along that edge is the module's contribution, and their sum, once all have run, is the module's share. The
 // sum is tbprobe's own tensor; the engine's buffers are not touched.
+//
+// Autograd numbers nodes per thread, so a node is the call's when it has a number from `first` on and was made on
+// the call's thread: a call on a fresh thread (a DataParallel replica) starts at a low number where its inputs'
+// history, made on another thread, has higher ones.
 struct CallStart {
   uint64_t first;
+  uint64_t thread;
   std::vector<torch::autograd::Edge> edges;
+  // each input's version counter (shared with the tensor: read again when the call ends) and its version then
+  std::vector<std::pair<c10::VariableVersion, uint32_t>> versions;
 };
 
 const char *kCallStart = "tbprobe._cgrad.CallStart";
@@ -278,13 +286,16 @@ void call_start_free(PyObject *capsule) {
 PyObject *call_start(PyObject *, PyObject *tensors) {
   PyObject *seq = PySequence_Fast(tensors, "call_start(tensors): a list or tuple of tensors");
   if (seq == nullptr) return nullptr;
-  auto *cs = new CallStart{at::sequence_number::peek(), {}};
+  auto *cs = new CallStart{at::sequence_number::peek(), at::RecordFunction::currentThreadId(), {}};
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject **items = PySequence_Fast_ITEMS(seq);
   try {
     for (Py_ssize_t i = 0; i < n; ++i) {
       if (!THPVariable_Check(items[i])) throw std::invalid_argument("call_start(tensors): a list of tensors");
-      cs->edges.push_back(torch::autograd::impl::gradient_edge(THPVariable_Unpack(items[i])));
+      const at::Tensor &x = THPVariable_Unpack(items[i]);
+      cs->edges.push_back(torch::autograd::impl::gradient_edge(x));
+      const c10::VariableVersion &counter = x.unsafeGetTensorImpl()->version_counter();
+      cs->versions.emplace_back(counter, counter.enabled() ? counter.current_version() : 0);
     }
   } catch (const std::exception &exc) {
     delete cs;
@@ -358,9 +369,10 @@ struct ShareHook : torch::autograd::FunctionPostHook {
   }
 };
 
-// hook_consumers(start, outputs, fn) -> tuple: for input i of call_start, how many of the call's nodes send it a
-// gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input, or one the call
-// returns as it is).
+// hook_consumers(start, outputs, fn) -> tuple: for input i of call_start, how many of the call's nodes send
+// it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input, or one the call
+// returns as it is). -1: none does, and the call changed the input in place: a view, whose in-place change the
+// engine sends to its base's history through a CopySlices node, past the view's own (the share is not known).
 PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 3 || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
     PyErr_SetString(PyExc_TypeError, "hook_consumers(start, outputs, fn): call_start's capsule, tensors, a callable");
@@ -375,7 +387,8 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   try {
     auto made_here = [cs](Node *node) {
       uint64_t nr = node->sequence_nr();
-      return nr >= cs->first && nr != UINT64_MAX;  // (UINT64_MAX: AccumulateGrad, a leaf's)
+      // (UINT64_MAX: AccumulateGrad, a leaf's)
+      return nr >= cs->first && nr != UINT64_MAX && node->thread_id() == cs->thread;
     };
     std::vector<Node *> stack;
     std::unordered_set<Node *> seen;
@@ -416,8 +429,12 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   Py_DECREF(seq);
   PyObject *counts = PyTuple_New(static_cast<Py_ssize_t>(n_in));
   if (counts == nullptr) return nullptr;
-  for (size_t i = 0; i < n_in; ++i)
-    PyTuple_SET_ITEM(counts, static_cast<Py_ssize_t>(i), PyLong_FromSize_t(found[i].size()));
+  for (size_t i = 0; i < n_in; ++i) {
+    const auto &[counter, was] = cs->versions[i];
+    bool changed = found[i].empty() && counter.enabled() && counter.current_version() != was;
+    PyTuple_SET_ITEM(counts, static_cast<Py_ssize_t>(i),
+                     changed ? PyLong_FromLong(-1) : PyLong_FromSize_t(found[i].size()));
+  }
   return counts;
 }
 
@@ -429,7 +446,7 @@ PyMethodDef methods[] = {
      "call_start(tensors) -> capsule: the tensors' gradient edges and the next node's number, as a call begins."},
     {"hook_consumers", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_consumers)), METH_FASTCALL,
      "hook_consumers(start, outputs, fn) -> tuple of counts: hook the call's nodes that send its inputs gradients; "
-     "fn(i, share) once input i's have all run."},
+     "fn(i, share) once input i's have all run (-1: none, and the input was changed in place)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgrad",

@@ -153,3 +153,47 @@ def test_hook_consumers_counts_nothing_for_an_unused_or_returned_input():
         call_start(["not a tensor"])
     with pytest.raises(TypeError):
         hook_consumers("not a start", [x], print)
+
+
+def test_hook_consumers_keeps_to_the_calls_thread():
+    """Autograd numbers its nodes per thread: a call on a fresh thread (a DataParallel replica, a pipeline stage's
+    worker) starts at a low number, and its input's history, made on the main thread, has higher ones. That history
+    is not the call's: the share of `w` is what the call's own `x + w` sends it, not also what `x = w * 3`, made
+    before the call, sends."""
+    import threading
+
+    from tbprobe.collector._cgrad import call_start, hook_consumers
+
+    for _ in range(200):                   # the main thread's node numbers run ahead of a new thread's
+        (torch.ones(1, requires_grad=True) * 2).sum()
+    w = torch.randn(3, requires_grad=True) * 1
+    x = w * 3
+    got, counts = {}, []
+
+    def call():
+        start = call_start([x, w])
+        out = x + w
+        counts.append(hook_consumers(start, [out], lambda i, g: got.setdefault(i, g.clone())))
+        out.sum().backward()
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    worker.join()
+    assert counts == [(1, 1)]
+    assert torch.equal(got[1], torch.ones(3)) and torch.equal(got[0], torch.ones(3))
+
+
+def test_hook_consumers_marks_a_view_changed_in_place():
+    """A view input changed in place (ReLU(inplace=True) on a slice) sends its gradient to its base through a
+    CopySlices node, past the view's own: -1, the share unknown (the collector writes null, not the gradient of the
+    changed value). The same slice changed out of place is found as usual."""
+    from tbprobe.collector._cgrad import call_start, hook_consumers
+
+    h = torch.randn(3, 8, requires_grad=True) * 1
+    x = h[:, :4]
+    start = call_start([x])
+    out = torch.relu_(x)
+    assert hook_consumers(start, [out], lambda i, g: None) == (-1,)
+    y = (torch.randn(3, 8, requires_grad=True) * 1)[:, :4]
+    start = call_start([y])
+    assert hook_consumers(start, [torch.relu(y)], lambda i, g: None) == (1,)

@@ -514,6 +514,50 @@ def test_module_backward_gradients_of_shared_node_outputs_and_unused_ones(tmp_pa
     assert lin["input"][0]["Norm"] == pytest.approx(h.grad.norm().item(), rel=1e-6)
 
 
+def test_a_module_that_changes_a_view_input_in_place_has_a_null_input_gradient(tmp_path):
+    """ReLU(inplace=True) on a slice: its input's gradient goes to the slice's base past the slice's own node
+    (_cgrad's hook_consumers), so the share is not known and is null, not the gradient of the changed value; an
+    identity module still gets its input's gradient; the training's gradients are untouched."""
+
+    class Same(torch.nn.Module):
+        def forward(self, t):
+            return t
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 8)
+            self.act = torch.nn.ReLU(inplace=True)
+            self.same = Same()
+
+        def forward(self, x):
+            h = self.lin(x)
+            return (self.act(h[:, :4]) * self.same(h[:, 4:])).sum()
+
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(3, 4)
+    dbg = make_debugger(tmp_path, level="L0", summary_mode="statistics")
+    dbg.start(model=net)
+    net(x).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    collected = net.lin.weight.grad.clone()
+    data = dump_of(tmp_path)["dump"]["data"]
+    assert data["Module.act.ReLU.backward.0"]["output"] == [None]
+    assert data["Module.act.ReLU.backward.0"]["input"][0]["shape"] == [3, 4]
+    net.zero_grad()
+    h = net.lin(x)
+    h.retain_grad()
+    right = h[:, 4:]
+    right.retain_grad()
+    (torch.relu(h[:, :4]) * right).sum().backward()
+    assert torch.equal(collected, net.lin.weight.grad)
+    same = data["Module.same.Same.backward.0"]
+    assert same["output"][0]["Norm"] == pytest.approx(right.grad.norm().item(), rel=1e-6)
+
+
 def test_a_list_of_model_chunks_and_fsdp_wrappers(tmp_path):
     """Each chunk's modules are named Module.<i>.<path>.<Class> (the reference's names; test_peers compares them
     with msprobe's dump), a FullyShardedDataParallel wrapper is not a node of its own (the reference records what

@@ -345,7 +345,8 @@ class Session:
         """The call's share of each input's gradient, from the nodes it made (_cgrad.hook_consumers), to the
         tracker and to the `listeners` of each input (calls inside that returned it as it is). An input none of
         the nodes sends a gradient to is unused (its gradient: null at once), or returned as it is (an identity
-        module): that one, and its listeners, get the gradient of the tensor itself."""
+        module): that one, and its listeners, get the gradient of the tensor itself. A view the call changed in
+        place is neither (hook_consumers says why): null."""
         listeners = listeners or {}
         on_share = tr.on_in if not listeners else partial(_shares_to, tr, listeners)
         if _compiling():   # (dynamo would trace the C++ call; the tensors' own hooks it runs eagerly)
@@ -353,10 +354,12 @@ class Session:
         else:
             counts = hook_consumers(start, [t for t in outputs if isinstance(t, torch.Tensor)], on_share)
         for i, n in enumerate(counts):
-            if n:
+            if n > 0:
                 continue
             t = ins[i]
-            if _compiling() or any(o is t for o in outputs):
+            # (n < 0: a view the call changed in place, returned or not: its share is unknown, and the gradient of
+            # the tensor as it is now would be that of the changed value; null, as for an unused input)
+            if n == 0 and (_compiling() or any(o is t for o in outputs)):
                 _hook_gradient(t, i, tr.on_in_node, tr.on_in)
             else:
                 tr.missing_in -= 1

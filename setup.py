@@ -30,7 +30,8 @@ def _torch_extension():
     # optional: a compiler that cannot build it costs speed, not the install (tests/collector/test_cgrad.py
     # fails where `make` did not build it)
     return CppExtension("tbprobe.collector._cgrad", ["tbprobe/collector/_cgrad.cpp"],
-                        depends=["tbprobe/collector/_cstats_api.h"],
+                        depends=["tbprobe/collector/_cstats_api.h", "tbprobe/collector/_cgrad_reader.h",
+                                 "tbprobe/collector/_cgrad_shares.h"],
                         extra_compile_args=["-O2", "-g0", "-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"],
                         runtime_library_dirs=library_paths(), optional=True)
 

@@ -1,0 +1,187 @@
+// _cgrad's module input shares: call_start and hook_consumers (included by _cgrad.cpp, inside its anonymous namespace).
+#pragma once
+
+// A module's share of its inputs' gradients, without a node of tbprobe's in the graph.
+//
+// The gradient of a module input x, as the reference reports it, is what the module's own operators send back to
+// x: not the total, which also sums what every other consumer of x sends. The engine sums those contributions in
+// x's input buffer, in the order they arrive. Any node put between x and the module (a view of x, a hook
+// Function) sums the module's contributions first and hands on one tensor: the total is then summed in another
+// order, different in the last bit, and so, after a few steps, are the weights, which the collector must never
+// change. So nothing is put there. When the call begins, call_start notes x's gradient edge and the sequence number
+// of the next autograd node; when it ends, hook_consumers walks back from the outputs' nodes over the nodes the
+// call made (numbered from there on) and hooks each that has an edge to x, after its backward: the gradient it
+// sends along that edge is the module's contribution, and their sum, once all have run, is the module's share. The
+// sum is tbprobe's own tensor; the engine's buffers are not touched.
+//
+// Autograd numbers nodes per thread, so a node is the call's when it has a number from `first` on and was made on
+// the call's thread: a call on a fresh thread (a DataParallel replica) starts at a low number where its inputs'
+// history, made on another thread, has higher ones.
+struct CallStart {
+  uint64_t first;
+  uint64_t thread;
+  std::vector<torch::autograd::Edge> edges;
+  // each input's version counter (shared with the tensor: read again when the call ends) and its version then
+  std::vector<std::pair<c10::VariableVersion, uint32_t>> versions;
+};
+
+const char *kCallStart = "tbprobe._cgrad.CallStart";
+
+void call_start_free(PyObject *capsule) {
+  delete static_cast<CallStart *>(PyCapsule_GetPointer(capsule, kCallStart));
+}
+
+PyObject *call_start(PyObject *, PyObject *tensors) {
+  PyObject *seq = PySequence_Fast(tensors, "call_start(tensors): a list or tuple of tensors");
+  if (seq == nullptr) return nullptr;
+  auto *cs = new CallStart{at::sequence_number::peek(), at::RecordFunction::currentThreadId(), {}};
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  PyObject **items = PySequence_Fast_ITEMS(seq);
+  try {
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (!THPVariable_Check(items[i])) throw std::invalid_argument("call_start(tensors): a list of tensors");
+      const at::Tensor &x = THPVariable_Unpack(items[i]);
+      cs->edges.push_back(torch::autograd::impl::gradient_edge(x));
+      const c10::VariableVersion &counter = x.unsafeGetTensorImpl()->version_counter();
+      cs->versions.emplace_back(counter, counter.enabled() ? counter.current_version() : 0);
+    }
+  } catch (const std::exception &exc) {
+    delete cs;
+    Py_DECREF(seq);
+    PyErr_SetString(PyExc_TypeError, exc.what());
+    return nullptr;
+  }
+  Py_DECREF(seq);
+  PyObject *capsule = PyCapsule_New(cs, kCallStart, call_start_free);
+  if (capsule == nullptr) delete cs;
+  return capsule;
+}
+
+// One input's share: its contributions still to come and their sum so far; fn(index, sum) when the last is in.
+struct Share {
+  PyObject *fn;
+  PyObject *index;
+  size_t remaining;
+  at::Tensor sum;
+  std::mutex lock;
+
+  Share(PyObject *f, PyObject *i, size_t n) : fn(f), index(i), remaining(n) {
+    Py_INCREF(fn);
+    Py_INCREF(index);
+  }
+
+  ~Share() {
+    if (!python_alive()) return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    Py_DECREF(fn);
+    Py_DECREF(index);
+    PyGILState_Release(st);
+  }
+};
+
+struct ShareHook : torch::autograd::FunctionPostHook {
+  std::shared_ptr<Share> share;
+  size_t slot;  // which of the node's outgoing gradients goes to the input
+
+  ShareHook(std::shared_ptr<Share> s, size_t j) : share(std::move(s)), slot(j) {}
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
+                                            const torch::autograd::variable_list &) override {
+    at::Tensor total;
+    {
+      std::lock_guard<std::mutex> guard(share->lock);
+      if (share->remaining == 0) return outputs;
+      if (slot < outputs.size() && outputs[slot].defined()) {
+        at::NoGradGuard no_grad;
+        share->sum = share->sum.defined() ? at::add(share->sum, outputs[slot]) : outputs[slot];
+      }
+      if (--share->remaining > 0) return outputs;
+      total = std::move(share->sum);
+      share->sum = at::Tensor();
+    }
+    if (!python_alive()) return outputs;
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyObject *grad = total.defined() ? THPVariable_Wrap(std::move(total)) : (Py_INCREF(Py_None), Py_None);
+    if (grad != nullptr) {
+      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
+      PyObject *args[2] = {share->index, grad};
+      PyObject *res = PyObject_Vectorcall(share->fn, args, 2, nullptr);
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
+      Py_DECREF(grad);
+      Py_XDECREF(res);
+    }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(share->fn);
+    PyGILState_Release(st);
+    return outputs;  // the gradients go on unchanged
+  }
+};
+
+// hook_consumers(start, outputs, fn) -> tuple: for input i of call_start, how many of the call's nodes send
+// it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input, or one the call
+// returns as it is). -1: none does, and the call changed the input in place: a view, whose in-place change the
+// engine sends to its base's history through a CopySlices node, past the view's own (the share is not known).
+PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "hook_consumers(start, outputs, fn): call_start's capsule, tensors, a callable");
+    return nullptr;
+  }
+  auto *cs = static_cast<CallStart *>(PyCapsule_GetPointer(args[0], kCallStart));
+  PyObject *seq = PySequence_Fast(args[1], "hook_consumers: outputs, a list or tuple of tensors");
+  if (seq == nullptr) return nullptr;
+  using torch::autograd::Node;
+  const size_t n_in = cs->edges.size();
+  std::vector<std::vector<std::pair<Node *, size_t>>> found(n_in);
+  try {
+    auto made_here = [cs](Node *node) {
+      uint64_t nr = node->sequence_nr();
+      // (UINT64_MAX: AccumulateGrad, a leaf's)
+      return nr >= cs->first && nr != UINT64_MAX && node->thread_id() == cs->thread;
+    };
+    std::vector<Node *> stack;
+    std::unordered_set<Node *> seen;
+    Py_ssize_t n_out = PySequence_Fast_GET_SIZE(seq);
+    PyObject **outs = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < n_out; ++k) {
+      if (!THPVariable_Check(outs[k])) continue;
+      auto fn = THPVariable_Unpack(outs[k]).grad_fn();
+      if (fn && made_here(fn.get()) && seen.insert(fn.get()).second) stack.push_back(fn.get());
+    }
+    while (!stack.empty()) {
+      Node *node = stack.back();
+      stack.pop_back();
+      const auto &edges = node->next_edges();
+      for (size_t j = 0; j < edges.size(); ++j) {
+        Node *next = edges[j].function.get();
+        if (next == nullptr) continue;
+        for (size_t i = 0; i < n_in; ++i) {
+          if (cs->edges[i].function.get() == next && cs->edges[i].input_nr == edges[j].input_nr)
+            found[i].emplace_back(node, j);
+        }
+        if (made_here(next) && seen.insert(next).second) stack.push_back(next);
+      }
+    }
+    for (size_t i = 0; i < n_in; ++i) {
+      if (found[i].empty()) continue;
+      PyObject *index = PyLong_FromSize_t(i);
+      if (index == nullptr) throw std::bad_alloc();
+      auto share = std::make_shared<Share>(args[2], index, found[i].size());
+      Py_DECREF(index);
+      for (auto &[node, j] : found[i]) node->add_post_hook(std::make_unique<ShareHook>(share, j));
+    }
+  } catch (const std::exception &exc) {
+    Py_DECREF(seq);
+    PyErr_SetString(PyExc_RuntimeError, exc.what());
+    return nullptr;
+  }
+  Py_DECREF(seq);
+  PyObject *counts = PyTuple_New(static_cast<Py_ssize_t>(n_in));
+  if (counts == nullptr) return nullptr;
+  for (size_t i = 0; i < n_in; ++i) {
+    const auto &[counter, was] = cs->versions[i];
+    bool changed = found[i].empty() && counter.enabled() && counter.current_version() != was;
+    PyTuple_SET_ITEM(counts, static_cast<Py_ssize_t>(i),
+                     changed ? PyLong_FromLong(-1) : PyLong_FromSize_t(found[i].size()));
+  }
+  return counts;
+}

@@ -31,7 +31,7 @@ def _torch_extension():
     # fails where `make` did not build it)
     return CppExtension("tbprobe.collector._cgrad", ["tbprobe/collector/_cgrad.cpp"],
                         depends=["tbprobe/collector/_cstats_api.h", "tbprobe/collector/_cgrad_reader.h",
-                                 "tbprobe/collector/_cgrad_shares.h"],
+                                 "tbprobe/collector/_cgrad_shares.h", "tbprobe/collector/_cgrad_watch.h"],
                         extra_compile_args=["-O2", "-g0", "-std=c++20", f"-D_GLIBCXX_USE_CXX11_ABI={abi}"],
                         runtime_library_dirs=library_paths(), optional=True)
 

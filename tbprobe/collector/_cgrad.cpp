@@ -25,6 +25,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -41,11 +42,14 @@ bool python_alive() {
 #endif
 }
 
+#include "_cgrad_watch.h"
+
 // The hook holds `fn` and `i`; the node holds the hook; nothing of tbprobe holds the node (session.py says why).
 struct GradHook : torch::autograd::FunctionPreHook {
   PyObject *fn;
   PyObject *index;
   size_t nr;  // the tensor's output_nr: which of the node's incoming gradients is its gradient
+  std::shared_ptr<Watch> watch;  // a watched output's (_cgrad_watch.h): its gradient is the watch's sum
 
   GradHook(PyObject *f, PyObject *i, size_t n) : fn(f), index(i), nr(n) {
     Py_INCREF(fn);
@@ -65,8 +69,10 @@ struct GradHook : torch::autograd::FunctionPreHook {
     if (!python_alive()) return grads;
     PyGILState_STATE st = PyGILState_Ensure();
     PyObject *grad = Py_None;
-    if (nr < grads.size() && grads[nr].defined())
-      grad = THPVariable_Wrap(grads[nr]);
+    at::Tensor g = nr < grads.size() ? grads[nr] : at::Tensor();
+    if (watch) g = watch_take(*watch, g);
+    if (g.defined())
+      grad = THPVariable_Wrap(std::move(g));
     else
       Py_INCREF(grad);
     if (grad != nullptr) {
@@ -88,22 +94,34 @@ struct GradHook : torch::autograd::FunctionPreHook {
   }
 };
 
-PyObject *hook_node(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+// hook_node(t, fn, i), and with `watched` the watched form (hook_watched)
+PyObject *hook_grad(PyObject *const *args, Py_ssize_t nargs, bool watched) {
   if (nargs != 3 || !THPVariable_Check(args[0]) || !PyCallable_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "hook_node(tensor, fn, i): a tensor, a callable and an index");
+    PyErr_SetString(PyExc_TypeError, watched ? "hook_watched(tensor, fn, i): a tensor, a callable and an index"
+                                             : "hook_node(tensor, fn, i): a tensor, a callable and an index");
     return nullptr;
   }
   const at::Tensor &t = THPVariable_Unpack(args[0]);
   auto node = t.grad_fn();  // (a shared or intrusive pointer, by torch version)
   if (!node) Py_RETURN_FALSE;
   try {
-    node->add_pre_hook(std::make_unique<GradHook>(args[1], args[2], static_cast<size_t>(t.output_nr())));
+    auto hook = std::make_unique<GradHook>(args[1], args[2], static_cast<size_t>(t.output_nr()));
+    if (watched) {
+      hook->watch = std::make_shared<Watch>(node, static_cast<uint32_t>(t.output_nr()), at::sequence_number::peek(),
+                                            at::RecordFunction::currentThreadId());
+      watches.push_back(hook->watch);
+    }
+    node->add_pre_hook(std::move(hook));
   } catch (const std::exception &exc) {
     PyErr_SetString(PyExc_RuntimeError, exc.what());
     return nullptr;
   }
   Py_RETURN_TRUE;
 }
+
+PyObject *hook_node(PyObject *, PyObject *const *args, Py_ssize_t nargs) { return hook_grad(args, nargs, false); }
+
+PyObject *hook_watched(PyObject *, PyObject *const *args, Py_ssize_t nargs) { return hook_grad(args, nargs, true); }
 
 #include "_cgrad_reader.h"
 #include "_cgrad_shares.h"
@@ -112,11 +130,19 @@ PyMethodDef methods[] = {
     {"hook_node", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_node)), METH_FASTCALL,
      "hook_node(tensor, fn, i) -> bool: call fn(i, gradient) when the gradient of `tensor` reaches the autograd "
      "node that made it; False (nothing done) when the tensor has no node."},
+    {"hook_watched", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_watched)), METH_FASTCALL,
+     "hook_watched(tensor, fn, i) -> bool: hook_node for a module output the module also uses itself: fn(i, what "
+     "the consumers after the call send) once a backward pass has found them (discover); _cgrad_watch.h."},
+    {"discover", discover, METH_O,
+     "discover(roots) -> int: before a backward pass from `roots`, hook the consumers of the watched outputs."},
+    {"clear_watches", clear_watches, METH_NOARGS, "clear_watches() -> None: forget the step's watched outputs."},
+    {"watching", watching, METH_NOARGS, "watching() -> bool: whether an output is watched."},
     {"call_start", call_start, METH_O,
      "call_start(tensors) -> capsule: the tensors' gradient edges and the next node's number, as a call begins."},
     {"hook_consumers", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_consumers)), METH_FASTCALL,
-     "hook_consumers(start, outputs, fn) -> tuple of counts: hook the call's nodes that send its inputs gradients; "
-     "fn(i, share) once input i's have all run (-1: none, and the input was changed in place)."},
+     "hook_consumers(start, outputs, fn) -> (counts, used): hook the call's nodes that send its inputs gradients; "
+     "fn(i, share) once input i's have all run (-1: none, and the input was changed in place); `used`: the "
+     "positions of the outputs the call's own nodes consume too."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgrad",

@@ -117,10 +117,12 @@ struct ShareHook : torch::autograd::FunctionPostHook {
   }
 };
 
-// hook_consumers(start, outputs, fn) -> tuple: for input i of call_start, how many of the call's nodes send
-// it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input, or one the call
-// returns as it is). -1: none does, and the call changed the input in place: a view, whose in-place change the
-// engine sends to its base's history through a CopySlices node, past the view's own (the share is not known).
+// hook_consumers(start, outputs, fn) -> (counts, used): counts[i], for input i of call_start, how many of the
+// call's nodes send it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input,
+// or one the call returns as it is). -1: none does, and the call changed the input in place: a view, whose
+// in-place change the engine sends to its base's history through a CopySlices node, past the view's own (the share
+// is not known). `used`: the positions in `outputs` of the outputs that the call's own nodes consume too, whose
+// gradient is a watch's (_cgrad_watch.h).
 PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 3 || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
     PyErr_SetString(PyExc_TypeError, "hook_consumers(start, outputs, fn): call_start's capsule, tensors, a callable");
@@ -132,6 +134,10 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   using torch::autograd::Node;
   const size_t n_in = cs->edges.size();
   std::vector<std::vector<std::pair<Node *, size_t>>> found(n_in);
+  // the outputs made by the call's nodes, as edges (an input returned as it is has no consumer of its own here)
+  std::vector<std::pair<Node *, uint32_t>> out_edges;
+  std::vector<Py_ssize_t> out_pos;
+  std::vector<bool> used;
   try {
     auto made_here = [cs](Node *node) {
       uint64_t nr = node->sequence_nr();
@@ -144,9 +150,14 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     PyObject **outs = PySequence_Fast_ITEMS(seq);
     for (Py_ssize_t k = 0; k < n_out; ++k) {
       if (!THPVariable_Check(outs[k])) continue;
-      auto fn = THPVariable_Unpack(outs[k]).grad_fn();
-      if (fn && made_here(fn.get()) && seen.insert(fn.get()).second) stack.push_back(fn.get());
+      const at::Tensor &o = THPVariable_Unpack(outs[k]);
+      auto fn = o.grad_fn();
+      if (!fn || !made_here(fn.get())) continue;
+      out_edges.emplace_back(fn.get(), static_cast<uint32_t>(o.output_nr()));
+      out_pos.push_back(k);
+      if (seen.insert(fn.get()).second) stack.push_back(fn.get());
     }
+    used.assign(out_edges.size(), false);
     while (!stack.empty()) {
       Node *node = stack.back();
       stack.pop_back();
@@ -158,7 +169,11 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
           if (cs->edges[i].function.get() == next && cs->edges[i].input_nr == edges[j].input_nr)
             found[i].emplace_back(node, j);
         }
-        if (made_here(next) && seen.insert(next).second) stack.push_back(next);
+        if (!made_here(next)) continue;
+        for (size_t k = 0; k < out_edges.size(); ++k) {
+          if (out_edges[k].first == next && out_edges[k].second == edges[j].input_nr) used[k] = true;
+        }
+        if (seen.insert(next).second) stack.push_back(next);
       }
     }
     for (size_t i = 0; i < n_in; ++i) {
@@ -183,5 +198,17 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     PyTuple_SET_ITEM(counts, static_cast<Py_ssize_t>(i),
                      changed ? PyLong_FromLong(-1) : PyLong_FromSize_t(found[i].size()));
   }
-  return counts;
+  Py_ssize_t n_used = 0;
+  for (bool u : used) n_used += u;
+  PyObject *positions = PyTuple_New(n_used);   // (the empty tuple, as a rule: CPython's one shared object)
+  if (positions == nullptr) {
+    Py_DECREF(counts);
+    return nullptr;
+  }
+  for (size_t k = 0, m = 0; k < used.size(); ++k)
+    if (used[k]) PyTuple_SET_ITEM(positions, static_cast<Py_ssize_t>(m++), PyLong_FromSsize_t(out_pos[k]));
+  PyObject *result = PyTuple_Pack(2, counts, positions);
+  Py_DECREF(counts);
+  Py_DECREF(positions);
+  return result;
 }

@@ -108,7 +108,8 @@ def _shares(x_of, module_fn, others):
     start = call_start(ins)
     out = module_fn(*ins)
     got = {}
-    counts = hook_consumers(start, [out], lambda i, g: got.setdefault(i, g.clone()))
+    counts, used = hook_consumers(start, [out], lambda i, g: got.setdefault(i, g.clone()))
+    assert used == ()
     (out.sum() * 2 + others(*ins)).backward()
     return got, counts, leaf.grad
 
@@ -148,7 +149,8 @@ def test_hook_consumers_counts_nothing_for_an_unused_or_returned_input():
     x = torch.randn(3, requires_grad=True) * 1
     unused = torch.randn(3, requires_grad=True) * 1
     start = call_start([x, unused])
-    assert hook_consumers(start, [x], lambda i, g: None) == (0, 0)   # an identity module: x returned as it is
+    # an identity module: x returned as it is
+    assert hook_consumers(start, [x], lambda i, g: None) == ((0, 0), ())
     with pytest.raises(TypeError):
         call_start(["not a tensor"])
     with pytest.raises(TypeError):
@@ -173,7 +175,7 @@ def test_hook_consumers_keeps_to_the_calls_thread():
     def call():
         start = call_start([x, w])
         out = x + w
-        counts.append(hook_consumers(start, [out], lambda i, g: got.setdefault(i, g.clone())))
+        counts.append(hook_consumers(start, [out], lambda i, g: got.setdefault(i, g.clone()))[0])
         out.sum().backward()
 
     worker = threading.Thread(target=call)
@@ -193,7 +195,47 @@ def test_hook_consumers_marks_a_view_changed_in_place():
     x = h[:, :4]
     start = call_start([x])
     out = torch.relu_(x)
-    assert hook_consumers(start, [out], lambda i, g: None) == (-1,)
+    assert hook_consumers(start, [out], lambda i, g: None) == ((-1,), ())
     y = (torch.randn(3, 8, requires_grad=True) * 1)[:, :4]
     start = call_start([y])
-    assert hook_consumers(start, [torch.relu(y)], lambda i, g: None) == (1,)
+    assert hook_consumers(start, [torch.relu(y)], lambda i, g: None) == ((1,), ())
+
+
+def test_a_watched_output_reports_what_comes_after_the_call_once_a_pass_looked():
+    """_cgrad.hook_watched: the output's node reports the sum of the consumers after `end` (the call's end) once
+    discover() has hooked them from the pass's roots; without discover, the total, as hook_node reports it; a
+    consumer with two edges to the output counts both; torch.autograd.grad starts discover through
+    later_consumers' wrapper, which uninstall takes away."""
+    from tbprobe.collector._cgrad import clear_watches, discover, hook_watched, watching
+    from tbprobe.collector.pytorch import later_consumers
+
+    grad = torch.autograd.grad
+
+    def run(find):
+        torch.manual_seed(0)
+        w = torch.randn(3, requires_grad=True)
+        o = w * 2                     # the "call" makes o ...
+        inside = o.sin()              # ... and uses it itself
+        got = {}
+        assert hook_watched(o, lambda i, g: got.setdefault(i, g), 0) and watching()
+        loss = inside.sum() + (o * o).sum() + o.exp().sum()    # after the call: o * o (two edges) and exp
+        if find == "discover":
+            assert discover([loss]) == 3
+            loss.backward()
+        elif find == "grad":
+            later_consumers.install(lambda what, exc: None)
+            try:
+                torch.autograd.grad(loss, [w])
+            finally:
+                later_consumers.uninstall()
+        else:
+            loss.backward()
+        clear_watches()
+        return got[0], o.detach()
+
+    after, o = run("discover")
+    assert torch.allclose(after, 2 * o + o.exp())       # no o.cos(): the call's own use is left out
+    assert torch.allclose(run("grad")[0], after)
+    total, o = run("none")
+    assert torch.allclose(total, o.cos() + 2 * o + o.exp())
+    assert not watching() and torch.autograd.grad is grad

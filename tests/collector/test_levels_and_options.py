@@ -514,6 +514,83 @@ def test_module_backward_gradients_of_shared_node_outputs_and_unused_ones(tmp_pa
     assert lin["input"][0]["Norm"] == pytest.approx(h.grad.norm().item(), rel=1e-6)
 
 
+class _Router(torch.nn.Module):
+    """An MoE router's shape: the logits are used inside (the routing weights) and returned (for an auxiliary
+    loss), as transformers' Mixtral block returns them."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = torch.nn.Linear(6, 3)
+
+    def forward(self, h):
+        logits = self.gate(h)
+        return h * logits.sigmoid().mean(-1, keepdim=True), logits
+
+
+class _Routed(torch.nn.Module):
+    def __init__(self, aux: str):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+        self.router = _Router()
+        self.aux = aux
+
+    def forward(self, x):
+        y, logits = self.router(self.lin(x))
+        loss = y.sum()
+        if self.aux in ("one", "two"):
+            loss = loss + (logits ** 2).mean()           # a consumer after the call
+        if self.aux == "two":
+            loss = loss + logits.exp().sum() * 0.5       # and another
+        return loss
+
+
+@pytest.mark.parametrize("aux, level", [("none", "L0"), ("one", "L0"), ("two", "L0"), ("two", "mix")])
+def test_an_output_the_module_also_uses_has_the_gradient_of_what_comes_after(tmp_path, aux, level):
+    """A module output the module consumes itself (router logits): its backward "input" is what the consumers after
+    the call send, as the reference's identity node after each output reports it, not the sum with the module's own
+    use; null when nothing after the call uses it. The training's gradients are untouched, and torch's
+    autograd.backward is put back when the step ends."""
+    torch.manual_seed(0)
+    net, x = _Routed(aux), torch.randn(4, 6)
+    backward = torch.autograd.backward
+    dbg = make_debugger(tmp_path, level=level, summary_mode="statistics")
+    dbg.start(model=net)
+    net(x).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0 and torch.autograd.backward is backward
+    collected = [p.grad.clone() for p in net.parameters()]
+    data = dump_of(tmp_path)["dump"]["data"]
+    rec = data["Module.router._Router.backward.0"]
+    # the same computation by hand: the logits' gradient from the consumers after the call alone, through an
+    # identity in front of them
+    net.zero_grad()
+    y, logits = net.router(net.lin(x))
+    logits.retain_grad()
+    after = logits.view_as(logits)
+    after.retain_grad()
+    loss = y.sum()
+    if aux in ("one", "two"):
+        loss = loss + (after ** 2).mean()
+    if aux == "two":
+        loss = loss + after.exp().sum() * 0.5
+    loss.backward()
+    if aux == "none":
+        assert rec["input"][1] is None
+    else:
+        assert rec["input"][1]["Norm"] == pytest.approx(after.grad.norm().item(), rel=1e-6)
+        assert rec["input"][1]["Max"] == pytest.approx(after.grad.max().item(), rel=1e-6)
+    # the gate's output is the same tensor, but the router's use of it comes after the gate's call: every
+    # consumer's sum
+    gate = data["Module.router.gate.Linear.backward.0"]
+    assert gate["input"][0]["Norm"] == pytest.approx(logits.grad.norm().item(), rel=1e-6)
+    # the training's own gradients, bit for bit (a plain run: no tool, no identity)
+    net.zero_grad()
+    net(x).backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(collected, net.parameters()))
+
+
 def test_a_module_that_changes_a_view_input_in_place_has_a_null_input_gradient(tmp_path):
     """ReLU(inplace=True) on a slice: its input's gradient goes to the slice's base past the slice's own node
     (_cgrad's hook_consumers), so the share is not known and is null, not the gradient of the changed value; an

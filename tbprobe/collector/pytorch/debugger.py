@@ -377,6 +377,7 @@ class PrecisionDebugger:
         if message:
             log.error("tbprobe: %s", message)
         self.stop()
+        self.session.forget_watches()
         self._uninstall_apis()
         self._custom.restore_all()
         self._module_dump.detach()

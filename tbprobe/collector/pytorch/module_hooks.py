@@ -274,10 +274,10 @@ class ModuleHooks:
                 outs = flatten_tensors(output)
                 s.note_producer(name, outs, overwrite=False)
                 if call.inputs is not None:
-                    s.finish_backward(call.inputs, outs)
-                    if call.start is not None:
-                        s.finish_input_shares(call.inputs, call.start, call.ins, outs, _c_hook_consumers,
-                                              call.listeners)
+                    grads = [t for t in outs if t.requires_grad]
+                    used = () if call.start is None else s.finish_input_shares(
+                        call.inputs, call.start, call.ins, grads, _c_hook_consumers, call.listeners)
+                    s.finish_backward(call.inputs, grads, used)
             except Exception as exc:
                 s.guard.report("module forward hook", exc)
             finally:

@@ -18,6 +18,7 @@ from tbprobe.collector.config import CollectorConfig
 from tbprobe.collector.filters import NameFilter
 from tbprobe.collector.guard import HookGuard
 from tbprobe.collector.naming import Counters
+from tbprobe.collector.pytorch import later_consumers
 from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import StackInterner, StepRecord
@@ -28,8 +29,9 @@ _NoTorchFunction = torch._C.DisableTorchFunction
 
 try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
     from tbprobe.collector._cgrad import hook_node as _hook_node
+    from tbprobe.collector._cgrad import hook_watched as _hook_watched
 except ImportError:
-    _hook_node = None
+    _hook_node = _hook_watched = None
 
 __all__ = ["Session", "BackwardTracker"]
 
@@ -221,6 +223,7 @@ class Session:
         self.deferred: List[BackwardTracker] = []   # complete module backward records, to emit (flush_deferred)
         # module calls whose input gradients come from their own nodes (module_hooks): the innermost last
         self.share_calls: List[Any] = []
+        self.watching = False      # a module output of this step is watched (later_consumers.py)
         self.pseudo_parent: Optional[str] = None   # "optimizer" or "clip_grad" while their work runs
         self.scope_ids: Optional[set] = None   # capture(module): ids of the module and its descendants
         self.scope_depth = 0                   # >0 while a scoped module's forward runs
@@ -238,6 +241,7 @@ class Session:
         self.trackers = []
         self.deferred = []
         self.share_calls = []
+        self.forget_watches()    # (a step begun again without its end)
         self.producers = {}
         if self.filter.contextual or len(self._data_names) > _MAX_NAMES:
             # a scope is a range of calls in execution order (and at mix a listed module keeps what runs inside it):
@@ -249,6 +253,7 @@ class Session:
     def end_step(self):
         """Close pending backward records and return (record, host statistics): one device->host transfer."""
         self.flush_deferred()
+        self.forget_watches()
         for t in self.trackers:
             if t.started and not t.done:
                 t._maybe_finish(force=True)
@@ -334,25 +339,39 @@ class Session:
                 _hook_gradient(t, i, tr.on_in_node, tr.on_in)
         return tr
 
+    def forget_watches(self) -> None:
+        """The step's watched outputs are over (its end, or the collector's): torch's backward functions back."""
+        if self.watching:
+            self.watching = False
+            later_consumers.uninstall()
+
     def flush_deferred(self) -> None:
         deferred, self.deferred = self.deferred, []
         for tr in deferred:
             tr.emit()
 
     def finish_input_shares(self, tr: BackwardTracker, start: Any, ins: Sequence[torch.Tensor],
-                            outputs: Sequence[Any], hook_consumers: Callable,
-                            listeners: Optional[Dict[int, List[NodeTracker]]]) -> None:
+                            outputs: Sequence[torch.Tensor], hook_consumers: Callable,
+                            listeners: Optional[Dict[int, List[NodeTracker]]]) -> tuple:
         """The call's share of each input's gradient, from the nodes it made (_cgrad.hook_consumers), to the
         tracker and to the `listeners` of each input (calls inside that returned it as it is). An input none of
         the nodes sends a gradient to is unused (its gradient: null at once), or returned as it is (an identity
-        module): that one, and its listeners, get the gradient of the tensor itself. A view the call changed in
-        place is neither (hook_consumers says why): null."""
+        module): that one gets what the consumers after the call send (the module sends it on as it is), and its
+        listeners the gradient of the tensor itself. A view the call changed in place is neither (hook_consumers
+        says why): null.
+
+        Returns the positions in `outputs` (those that require grad) of the outputs whose gradient must be what
+        the consumers after the call send (finish_backward): those the call's own nodes also consume, and the
+        inputs it returns as they are, which other calls may have consumed before."""
         listeners = listeners or {}
         on_share = tr.on_in if not listeners else partial(_shares_to, tr, listeners)
         if _compiling():   # (dynamo would trace the C++ call; the tensors' own hooks it runs eagerly)
-            counts = (0,) * len(ins)
+            counts, used = (0,) * len(ins), ()
         else:
-            counts = hook_consumers(start, [t for t in outputs if isinstance(t, torch.Tensor)], on_share)
+            counts, used = hook_consumers(start, outputs, on_share)
+        passed = [k for k, o in enumerate(outputs) if any(o is t for t in ins)]
+        if passed and not _compiling():
+            used = tuple(sorted(set(used).union(passed)))
         for i, n in enumerate(counts):
             if n > 0:
                 continue
@@ -360,24 +379,38 @@ class Session:
             # (n < 0: a view the call changed in place, returned or not: its share is unknown, and the gradient of
             # the tensor as it is now would be that of the changed value; null, as for an unused input)
             if n == 0 and (_compiling() or any(o is t for o in outputs)):
-                _hook_gradient(t, i, tr.on_in_node, tr.on_in)
+                if _compiling() or not self.watch_gradient(t, tr.on_in, i):
+                    _hook_gradient(t, i, tr.on_in_node, tr.on_in)
             else:
                 tr.missing_in -= 1
             for node_tr in listeners.get(i, ()):
                 g = t.grad_fn
                 if g is not None:
                     g.register_hook(_NodeHook(node_tr))
+        return used
 
-    def finish_backward(self, tr: BackwardTracker, outputs: Sequence[Any]) -> None:
-        outs = [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    def finish_backward(self, tr: BackwardTracker, outs: Sequence[torch.Tensor], used: Sequence[int] = ()) -> None:
+        """Hook the gradients of the call's outputs that require grad, `outs`. Those at the positions `used` get
+        what the consumers after the call send (finish_input_shares says which; watch_gradient)."""
         if not outs:
             tr.done = True
             return
         tr.out_items = [None] * len(outs)
         tr.missing_out = len(outs)
         for i, t in enumerate(outs):
-            _hook_gradient(t, i, tr.on_out_node, tr.on_out)
+            if not (used and i in used and self.watch_gradient(t, tr.on_out, i)):
+                _hook_gradient(t, i, tr.on_out_node, tr.on_out)
         self.trackers.append(tr)
+
+    def watch_gradient(self, t: torch.Tensor, fn: Callable, i: int) -> bool:
+        """fn(i, what the consumers made from now on send to `t`) when backward reaches t's node (_cgrad_watch.h,
+        later_consumers.py); False, with nothing done, where that cannot be (no extension, no node: a leaf)."""
+        if _hook_watched is None or not _hook_watched(t, fn, i):
+            return False
+        if not self.watching:
+            self.watching = True
+            later_consumers.install(self.guard.report)
+        return True
 
     def track_node_backward(self, name: str, parent: Optional[str], outputs: Sequence[Any]) -> None:
         """An operator's backward through the autograd node(s) of its outputs. A call that returns its input as it

@@ -1,0 +1,72 @@
+"""Module outputs the module also uses itself (an MoE block's router logits, T5's position bias): their backward
+"input" is what the consumers after the call send, as the reference reports it, not the sum with the module's
+own use (tbprobe/collector/_cgrad_watch.h says how).
+
+Those consumers exist once the forward pass is over, and a backward pass's roots reach all of them. So while a
+step has such an output, torch.autograd.backward and torch.autograd.grad (which loss.backward() calls) are
+wrapped: just before the pass, _cgrad.discover walks from its roots and hooks them. The wrappers exist only from
+the step's first such output to its end (Session.end_step), so a step without one runs torch's functions as they
+are.
+"""
+import functools
+from typing import Any, Callable, Dict, Optional
+
+import torch
+
+__all__ = ["install", "uninstall"]
+
+try:
+    from tbprobe.collector._cgrad import clear_watches, discover, watching
+except ImportError:   # (without the extension no output is watched: module_hooks' views are used instead)
+    clear_watches = discover = watching = None
+
+_ORIGINALS: Dict[str, Callable] = {}
+_WRAPPERS: Dict[str, Callable] = {}
+_MADE: Dict[tuple, Callable] = {}
+_report: Optional[Callable[[str, BaseException], None]] = None
+
+
+def install(report: Callable[[str, BaseException], None]) -> None:
+    """Wrap torch.autograd.backward and .grad (once; `report(what, exc)` counts an error of the walk, which never
+    reaches the user's backward)."""
+    global _report
+    _report = report
+    if _ORIGINALS or discover is None:
+        return
+    for name, roots_kw in (("backward", "tensors"), ("grad", "outputs")):
+        orig = getattr(torch.autograd, name)
+        _ORIGINALS[name] = orig
+        wrapper = _MADE.get((name, orig))
+        if wrapper is None:    # (made once per function: a step with a watched output installs them anew)
+            wrapper = _MADE[(name, orig)] = _wrap(orig, roots_kw)
+        _WRAPPERS[name] = wrapper
+        setattr(torch.autograd, name, wrapper)
+
+
+def uninstall() -> None:
+    """Put torch's functions back, and forget the step's watched outputs."""
+    for name, orig in _ORIGINALS.items():
+        if getattr(torch.autograd, name) is _WRAPPERS[name]:   # (what another tool put there since stays)
+            setattr(torch.autograd, name, orig)
+    _ORIGINALS.clear()
+    _WRAPPERS.clear()
+    if clear_watches is not None:
+        clear_watches()
+
+
+def _wrap(orig: Callable, roots_kw: str) -> Callable:
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _discover(args[0] if args else kwargs.get(roots_kw))
+        return orig(*args, **kwargs)
+
+    return wrapper
+
+
+def _discover(roots: Any) -> None:
+    try:
+        if watching():
+            discover(list(roots) if isinstance(roots, (list, tuple)) else [roots])
+    except Exception as exc:
+        if _report is not None:
+            _report("watched outputs", exc)

@@ -3,6 +3,7 @@ import glob
 import json
 import math
 import os
+from typing import Optional
 
 import pytest
 import torch
@@ -749,3 +750,56 @@ def test_an_inference_mode_pass_inside_the_step_is_recorded_without_errors(tmp_p
     out = data_["Module.fc2.Linear.forward.0"]["output"][0]
     assert out["Max"] == pytest.approx(probe.max().item() / 2.0) and out["shape"] == [4, 4]
     assert "Module.fc2.Linear.forward.1" in data_ and "Module.fc2.Linear.backward.1" in data_
+
+
+def test_a_modules_namedtuple_and_dataclass_outputs_by_field(tmp_path):
+    """A namedtuple output is a dict of its fields, and a dataclass one (transformers' ModelOutput, an OrderedDict of
+    its fields that are not None) a dict of every field, None ones included, as the reference writes them; their
+    tensors' gradients are still recorded."""
+    import collections
+    import dataclasses
+
+    Pair = collections.namedtuple("Pair", ["a", "b"])
+
+    @dataclasses.dataclass
+    class Out(collections.OrderedDict):
+        loss: Optional[torch.Tensor] = None
+        logits: Optional[torch.Tensor] = None
+
+        def __post_init__(self):     # (as ModelOutput: only the fields that are set are keys)
+            for f in dataclasses.fields(self):
+                if getattr(self, f.name) is not None:
+                    self[f.name] = getattr(self, f.name)
+
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            h = self.lin(x)
+            return Pair(h, 2), Out(logits=h * 3)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            pair, out = self.inner(x)
+            return pair.a.sum() + out["logits"].sum()
+
+    torch.manual_seed(0)
+    net = Net()
+    dbg = make_debugger(tmp_path, level="L0", summary_mode="statistics")
+    dbg.start(model=net)
+    net(torch.randn(2, 3)).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = dump_of(tmp_path)["dump"]["data"]
+    pair, out = data["Module.inner.Inner.forward.0"]["output"]
+    assert list(pair) == ["a", "b"] and pair["a"]["shape"] == [2, 3] and pair["b"] == {"type": "int", "value": 2}
+    assert list(out) == ["loss", "logits"] and out["loss"] is None and out["logits"]["shape"] == [2, 3]
+    assert [i["shape"] for i in data["Module.inner.Inner.backward.0"]["input"]] == [[2, 3], [2, 3]]

@@ -1,4 +1,5 @@
 """Python/torch values -> dump.json items (REFERENCE.md s1), with statistics taken through the session's buffer."""
+import dataclasses
 import zlib
 from typing import Any, Callable, Optional, Sequence
 
@@ -111,6 +112,9 @@ class ItemMaker:
             self.on_save(item, odd_tensors.savable(t) if odd else t, key)
         return item
 
+    def _fields(self, v: Any, names: Any, key: str, save: bool) -> dict:
+        return {str(f): self.value(getattr(v, f, None), f"{key}.{f}", save) for f in names}
+
     def _functorch_item(self, t: torch.Tensor, view: tuple, key: str, save: bool) -> dict:
         """A functorch wrapper's item: the plain tensor under it summarised (and saved), under the wrapper's type,
         shape and requires_grad (`view`: odd_tensors.functorch_view(t))."""
@@ -161,9 +165,17 @@ class ItemMaker:
                 self.nonfinite_scalars += 1
             return {"type": kind, "value": v}
         if isinstance(v, (list, tuple)) and not isinstance(v, torch.Size):
+            if isinstance(v, tuple) and hasattr(v, "_fields"):   # a namedtuple: by field, as the reference
+                return self._fields(v, v._fields, key, save)
             return [self.value(x, f"{key}.{i}", save) for i, x in enumerate(v)]
         if isinstance(v, dict):
+            if _is_dataclass(v):
+                # transformers' ModelOutput, a dict of its fields that are not None: every field, None ones too,
+                # as the reference writes a dataclass
+                return self._fields(v, v.__dataclass_fields__, key, save)
             return {str(k): self.value(x, f"{key}.{k}", save) for k, x in v.items()}
+        if _is_dataclass(v):
+            return self._fields(v, v.__dataclass_fields__, key, save)
         if isinstance(v, torch.Size):
             return {"type": "torch.Size", "value": list(v)}
         if isinstance(v, slice):
@@ -182,6 +194,10 @@ class ItemMaker:
                 self.nonfinite_scalars += 1
             return {"type": type(v).__name__, "value": value}
         return None
+
+
+def _is_dataclass(v: Any) -> bool:
+    return dataclasses.is_dataclass(v) and not isinstance(v, type)
 
 
 def _fill_row(item: dict, row: list) -> None:

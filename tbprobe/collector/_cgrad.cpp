@@ -137,6 +137,8 @@ PyMethodDef methods[] = {
      "discover(roots) -> int: before a backward pass from `roots`, hook the consumers of the watched outputs."},
     {"clear_watches", clear_watches, METH_NOARGS, "clear_watches() -> None: forget the step's watched outputs."},
     {"watching", watching, METH_NOARGS, "watching() -> bool: whether an output is watched."},
+    {"same_edge", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(same_edge)), METH_FASTCALL,
+     "same_edge(start, i, t) -> bool: whether t still has input i's gradient edge of call_start."},
     {"call_start", call_start, METH_O,
      "call_start(tensors) -> capsule: the tensors' gradient edges and the next node's number, as a call begins."},
     {"hook_consumers", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_consumers)), METH_FASTCALL,

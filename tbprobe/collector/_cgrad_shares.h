@@ -57,6 +57,23 @@ PyObject *call_start(PyObject *, PyObject *tensors) {
   return capsule;
 }
 
+// same_edge(start, i, t) -> bool: whether `t` still has the gradient edge input i of call_start had (a call inside
+// that returned the input as it is, not changed in place, which gives it a node of its own)
+PyObject *same_edge(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyCapsule_IsValid(args[0], kCallStart) || !PyLong_Check(args[1]) || !THPVariable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "same_edge(start, i, tensor): call_start's capsule, an index, a tensor");
+    return nullptr;
+  }
+  auto *cs = static_cast<CallStart *>(PyCapsule_GetPointer(args[0], kCallStart));
+  Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+  if (i < 0 || static_cast<size_t>(i) >= cs->edges.size()) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "same_edge: no such input");
+    return nullptr;
+  }
+  auto edge = torch::autograd::impl::gradient_edge(THPVariable_Unpack(args[2]));
+  return PyBool_FromLong(edge.function.get() == cs->edges[i].function.get() && edge.input_nr == cs->edges[i].input_nr);
+}
+
 // One input's share: its contributions still to come and their sum so far; fn(index, sum) when the last is in.
 struct Share {
   PyObject *fn;

@@ -30,8 +30,9 @@ _NoTorchFunction = torch._C.DisableTorchFunction
 try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
     from tbprobe.collector._cgrad import hook_node as _hook_node
     from tbprobe.collector._cgrad import hook_watched as _hook_watched
+    from tbprobe.collector._cgrad import same_edge as _same_edge
 except ImportError:
-    _hook_node = _hook_watched = None
+    _hook_node = _hook_watched = _same_edge = None
 
 __all__ = ["Session", "BackwardTracker"]
 
@@ -425,7 +426,8 @@ class Session:
             if isinstance(t, torch.Tensor) and t.requires_grad:
                 if call is not None:
                     i = next((k for k, x in enumerate(call.ins) if x is t), None)
-                    if i is not None:
+                    # (an in-place call returns its input too, with a node of its own: that node is its backward)
+                    if i is not None and _same_edge(call.start, i, t):
                         if i not in shares:
                             shares.append(i)
                         continue

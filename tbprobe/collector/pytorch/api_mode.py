@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 from tbprobe.collector.naming import api_name
 from tbprobe.collector.pytorch.api_names import DUNDER_ALIASES, UNRECORDED_OPERATORS, lookup, passes_through, risk_of
 from tbprobe.collector.pytorch.backward_pass import run_with_mode, starts_backward
+from tbprobe.collector.pytorch.call_site import written_call
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ApiCapture"]
@@ -85,6 +86,7 @@ def types_plain(types) -> bool:
 
 
 _SIGNATURES: Dict[object, Optional[list]] = {}
+_BOOLEAN_DISPATCHED = getattr(torch._jit_internal, "boolean_dispatched", None)
 
 
 def _is_default(v: Any, default: Any) -> bool:
@@ -95,20 +97,29 @@ def _is_default(v: Any, default: Any) -> bool:
 
 def _as_called(func, args: tuple, kwargs: dict):
     """torch.nn.functional's Python functions hand every parameter to the mode as a keyword, the defaults too.
-    Rebuild a plausible call: positional-or-keyword parameters back into positions, then drop the trailing ones
-    (and keyword-only ones) left at their default, so `F.mse_loss(a, b)` records two arguments as the reference
-    does. Non-default arguments keep their positions."""
+    The call as written comes from the caller's call instruction (call_site.py). Where that cannot be read (a call
+    through *args, a functools.partial), a plausible call: positional-or-keyword parameters back into positions,
+    then the trailing ones (and keyword-only ones) left at their default dropped, so `F.mse_loss(a, b)` records two
+    arguments as the reference does."""
     params = _SIGNATURES.get(func, 0)
     if params == 0:
         params = None
         if isinstance(func, types.FunctionType):
+            # F.max_pool2d and the other boolean-dispatched functions take (*args, **kwargs) and hand them to one of
+            # two functions of the same parameters, whose signature is the call's
+            dispatched = _BOOLEAN_DISPATCHED.get(func) if _BOOLEAN_DISPATCHED is not None else None
             try:
-                params = list(inspect.signature(func).parameters.values())
-            except (TypeError, ValueError):
+                params = list(inspect.signature(dispatched["if_false"] if dispatched else func).parameters.values())
+            except (TypeError, ValueError, KeyError):
                 params = None
         _SIGNATURES[func] = params
     if not params:
         return args, kwargs
+    site = written_call(func.__code__)
+    if site is not None:
+        written = _as_written(params, args, kwargs, *site)
+        if written is not None:
+            return written
     pos = list(args)
     rest = dict(kwargs)
     defaults = []
@@ -125,6 +136,37 @@ def _as_called(func, args: tuple, kwargs: dict):
         if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name in rest and _is_default(rest[p.name], p.default):
             del rest[p.name]
     return pos, rest
+
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+def _as_written(params: list, args: tuple, kwargs: dict, n_pos: int, names: tuple):
+    """The call as its call site wrote it (`n_pos` arguments by position, then `names` by keyword), the values
+    from the mode's args and kwargs; None where the site cannot be this call's: every parameter given a value other
+    than its default must be written there (else a functools.partial or a C function stood between)."""
+    if len(args) > len(params) or any(p.kind in _VARIADIC for p in params):
+        return None
+    bound = {p.name: a for p, a in zip(params, args)}
+    for k, v in kwargs.items():
+        if k in bound:
+            return None
+        bound[k] = v
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    if n_pos > len(positional) or any(p.name not in bound for p in positional[:n_pos]):
+        return None
+    pos = [bound[p.name] for p in positional[:n_pos]]
+    written = {p.name for p in positional[:n_pos]}
+    if any(n not in bound or n in written for n in names):
+        return None
+    kw = {n: bound[n] for n in names}
+    written.update(names)
+    for p in params:
+        if p.name in bound and p.name not in written and (
+                p.default is inspect.Parameter.empty or not _is_default(bound[p.name], p.default)):
+            return None
+    return pos, kw
 
 
 class ApiCapture:

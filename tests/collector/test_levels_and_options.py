@@ -803,3 +803,27 @@ def test_a_modules_namedtuple_and_dataclass_outputs_by_field(tmp_path):
     assert list(pair) == ["a", "b"] and pair["a"]["shape"] == [2, 3] and pair["b"] == {"type": "int", "value": 2}
     assert list(out) == ["loss", "logits"] and out["loss"] is None and out["logits"]["shape"] == [2, 3]
     assert [i["shape"] for i in data["Module.inner.Inner.backward.0"]["input"]] == [[2, 3], [2, 3]]
+
+
+def test_an_in_place_call_on_a_modules_input_records_its_own_backward(tmp_path):
+    """At mix, ReLU(inplace=True)'s F.relu returns the module's input, changed: its backward is its own node's
+    (the gradient after the mask), not the module's share of the input as for a call that returns its input as it
+    is (`x.float()`)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(inplace=True), torch.nn.Linear(4, 1))
+    x = torch.randn(8, 4)
+    dbg = make_debugger(tmp_path, level="mix", summary_mode="statistics")
+    dbg.start(model=net)
+    net(x).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    rec = dump_of(tmp_path)["dump"]["data"]["Functional.relu.0.backward"]
+    h = net[0](x)
+    h.retain_grad()
+    r = torch.relu(h)
+    r.retain_grad()
+    net[2](r).sum().backward()
+    assert rec["input"][0]["Norm"] == pytest.approx(r.grad.norm().item(), rel=1e-6)
+    assert rec["output"][0]["Norm"] == pytest.approx(h.grad.norm().item(), rel=1e-6)
+    assert h.grad.norm() != r.grad.norm()

@@ -19,13 +19,12 @@ from tbprobe.collector.filters import NameFilter
 from tbprobe.collector.guard import HookGuard
 from tbprobe.collector.naming import Counters
 from tbprobe.collector.pytorch import later_consumers
+from tbprobe.collector.pytorch.backward_records import BackwardTracker, NodeHook, NodeTracker
 from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import StackInterner, StepRecord
 
 _compiling = torch.compiler.is_compiling
-# tbprobe's own work in a backward pass, which runs with the operator mode on (backward_pass.py): kept out of it
-_NoTorchFunction = torch._C.DisableTorchFunction
 
 try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
     from tbprobe.collector._cgrad import hook_node as _hook_node
@@ -34,171 +33,13 @@ try:   # C++ node hooks, built against the installed torch (setup.py); Python's 
 except ImportError:
     _hook_node = _hook_watched = _same_edge = None
 
-__all__ = ["Session", "BackwardTracker"]
+__all__ = ["Session", "flatten_tensors"]
 
 _TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _OWN_CODE: Dict[int, bool] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
 _CODES: Dict[int, Any] = {}       # id(code object) -> the code object
 PSEUDO_PARENTS = ("optimizer", "clip_grad")   # construct.json parents that are no call (the reference's)
 _MAX_NAMES = 1 << 20              # Session._data_names is emptied past this many names (a bound for names that change)
-
-
-class BackwardTracker:
-    """Collects the gradients of one forward call; emits its backward record when they are all in."""
-
-    __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "began", "done", "step")
-
-    def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
-        self.session = session
-        self.name = name
-        self.out_items: List[Any] = [None] * n_out
-        self.in_items: List[Any] = [None] * n_in
-        self.missing_out = n_out
-        self.missing_in = n_in
-        self.parent: Optional[str] = None
-        self.started = False
-        self.began = False     # the filters were told the module's backward began (a scope or a listed module)
-        self.done = False
-        self.step = session.step
-
-    # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
-    # _cgrad's C++ hooks (tbprobe/collector/_cgrad.cpp), or Python's node prehooks as `partial(on_*_node, i, nr)`
-    # (`nr` is the tensor's output_nr among the node's incoming gradients). A tensor without a node (a leaf) keeps
-    # a tensor hook.
-    def on_out(self, i: int, grad: Optional[torch.Tensor]) -> None:
-        s = self.session
-        if self.done or not s.active or s.step != self.step:
-            return
-        if s.deferred:
-            s.flush_deferred()
-        s.busy += 1
-        try:
-            with _NoTorchFunction():
-                self.started = True
-                if not self.began and s.filter.contextual:
-                    self._begin()
-                self.out_items[i] = s.items.item_at(grad, f"{self.name}.input", i) if s.record_data(self.name) \
-                    else None
-                self.missing_out -= 1
-                self._maybe_finish()
-        except Exception as exc:
-            s.guard.report("backward hook", exc)
-        finally:
-            s.busy -= 1
-
-    def on_in(self, i: int, grad: Optional[torch.Tensor]) -> None:
-        s = self.session
-        # may come before the output gradients when the module returns its input (an identity module)
-        if self.done or not s.active or s.step != self.step:
-            return
-        if s.deferred:
-            s.flush_deferred()
-        s.busy += 1
-        try:
-            with _NoTorchFunction():
-                if not self.began and s.filter.contextual:
-                    self._begin()
-                self.in_items[i] = s.items.item_at(grad, f"{self.name}.output", i) if s.record_data(self.name) \
-                    else None
-                self.missing_in -= 1
-                self._maybe_finish()
-        except Exception as exc:
-            s.guard.report("backward hook", exc)
-        finally:
-            s.busy -= 1
-
-    def _begin(self) -> None:
-        """Tell the filters the module's backward began (its first gradient arrived): a scope or a listed module."""
-        self.began = True
-        self.session.filter.note_start(self.name)
-
-    def on_out_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
-        self.on_out(i, grads[nr])
-
-    def on_in_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
-        self.on_in(i, grads[nr])
-
-    def _maybe_finish(self, force: bool = False) -> None:
-        if self.done or not self.started or (not force and (self.missing_out > 0 or self.missing_in > 0)):
-            return
-        self.done = True
-        if force:
-            self.emit()
-        else:
-            # emitted when the next gradient or call comes (Session.flush_deferred): after the gradients of the
-            # module's own parameters, which the engine accumulates at once after the node that sent the last
-            # input gradient, as the reference records them
-            self.session.deferred.append(self)
-
-    def emit(self) -> None:
-        """The backward record, and the end of the module's backward for the filters."""
-        s = self.session
-        s.record.add_construct(self.name, self.parent)
-        if s.record_data(self.name):
-            s.add_entry(self.name, {"input": self.out_items, "output": self.in_items})
-        if self.began:
-            s.filter.note_end(self.name)
-
-
-class NodeTracker:
-    """An operator's backward, as the reference records it: the autograd node(s) that made its outputs.
-
-    The record's "input" are the gradients flowing into those nodes, its "output" the gradients they produce."""
-
-    __slots__ = ("session", "name", "parent", "ins", "outs", "missing", "step")
-
-    def __init__(self, session: "Session", name: str, parent: Optional[str], n_nodes: int) -> None:
-        self.session = session
-        self.name = name
-        self.parent = parent
-        self.ins: List[Any] = []
-        self.outs: List[Any] = []
-        self.missing = n_nodes
-        self.step = session.step
-
-    def on_share(self, grad: Optional[torch.Tensor]) -> None:
-        """A call that returned a module's input as it is, inside that module: its backward is the module's share
-        of that input's gradient, the same in and out (Session.track_node_backward)."""
-        self.on_node((grad,), (grad,))
-
-    def on_node(self, grad_inputs, grad_outputs) -> None:
-        s = self.session
-        if not s.active or s.step != self.step or self.missing <= 0:
-            return
-        if s.deferred:
-            s.flush_deferred()
-        s.busy += 1
-        try:
-            with _NoTorchFunction():
-                data = s.record_data(self.name)
-                if data:
-                    items = s.items
-                    base = len(self.ins)
-                    self.ins.extend(items.item_at(g, f"{self.name}.input", base + i)
-                                    for i, g in enumerate(grad_outputs))
-                    base = len(self.outs)
-                    self.outs.extend(items.item_at(g, f"{self.name}.output", base + i)
-                                     for i, g in enumerate(grad_inputs))
-                self.missing -= 1
-                if self.missing == 0:
-                    s.record.add_construct(self.name, self.parent)
-                    if data:
-                        s.add_entry(self.name, {"input": self.ins, "output": self.outs})
-        except Exception as exc:
-            s.guard.report("backward hook", exc)
-        finally:
-            s.busy -= 1
-
-
-class _NodeHook:
-    __slots__ = ("tr",)
-
-    def __init__(self, tr: NodeTracker) -> None:
-        self.tr = tr
-
-    def __call__(self, grad_inputs, grad_outputs):
-        self.tr.on_node(grad_inputs, grad_outputs)
 
 
 class Session:
@@ -387,7 +228,7 @@ class Session:
             for node_tr in listeners.get(i, ()):
                 g = t.grad_fn
                 if g is not None:
-                    g.register_hook(_NodeHook(node_tr))
+                    g.register_hook(NodeHook(node_tr))
         return used
 
     def finish_backward(self, tr: BackwardTracker, outs: Sequence[torch.Tensor], used: Sequence[int] = ()) -> None:
@@ -440,7 +281,7 @@ class Session:
         tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.")
                          if parent and parent not in PSEUDO_PARENTS else None, len(nodes) + len(shares))
         for g in nodes:
-            g.register_hook(_NodeHook(tr))
+            g.register_hook(NodeHook(tr))
         if shares:
             if call.listeners is None:
                 call.listeners = {}

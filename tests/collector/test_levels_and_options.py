@@ -827,3 +827,23 @@ def test_an_in_place_call_on_a_modules_input_records_its_own_backward(tmp_path):
     assert rec["input"][0]["Norm"] == pytest.approx(r.grad.norm().item(), rel=1e-6)
     assert rec["output"][0]["Norm"] == pytest.approx(h.grad.norm().item(), rel=1e-6)
     assert h.grad.norm() != r.grad.norm()
+
+
+def test_an_operator_whose_second_output_gets_no_gradient_keeps_its_backward_record(tmp_path):
+    """F.multi_head_attention_forward returns the attention output and weights; with the weights unused only the
+    output's node runs in backward. The record comes at the step's end with the gradients that came, as the
+    reference has it (it was missing: the record waited for both nodes)."""
+    torch.manual_seed(0)
+    att = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    x = torch.randn(4, 5, 8)
+    dbg = make_debugger(tmp_path, level="mix", summary_mode="statistics")
+    dbg.start(model=att)
+    out, _weights = att(x, x, x)
+    out.sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    rec = data["Functional.multi_head_attention_forward.0.backward"]
+    assert [i["shape"] for i in rec["input"]] == [[5, 4, 8]]        # the output's gradient (sequence first)
+    assert rec["input"][0]["Norm"] > 0 and len(rec["output"]) == 1

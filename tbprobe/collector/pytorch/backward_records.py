@@ -117,7 +117,7 @@ class NodeTracker:
 
     The record's "input" are the gradients flowing into those nodes, its "output" the gradients they produce."""
 
-    __slots__ = ("session", "name", "parent", "ins", "outs", "missing", "step")
+    __slots__ = ("session", "name", "parent", "ins", "outs", "missing", "step", "listed")
 
     def __init__(self, session: "Session", name: str, parent: Optional[str], n_nodes: int) -> None:
         self.session = session
@@ -127,6 +127,7 @@ class NodeTracker:
         self.outs: List[Any] = []
         self.missing = n_nodes
         self.step = session.step
+        self.listed = False     # in the session's partial_nodes
 
     def on_share(self, grad: Optional[torch.Tensor]) -> None:
         """A call that returned a module's input as it is, inside that module: its backward is the module's share
@@ -153,13 +154,24 @@ class NodeTracker:
                                      for i, g in enumerate(grad_inputs))
                 self.missing -= 1
                 if self.missing == 0:
-                    s.record.add_construct(self.name, self.parent)
-                    if data:
-                        s.add_entry(self.name, {"input": self.ins, "output": self.outs})
+                    self.emit()
+                elif not self.listed:
+                    # some of its outputs may never get a gradient (MultiheadAttention's unused weights): the
+                    # record then comes at the step's end with what came (Session.end_step), as the reference's
+                    self.listed = True
+                    s.partial_nodes.append(self)
         except Exception as exc:
             s.guard.report("backward hook", exc)
         finally:
             s.busy -= 1
+
+    def emit(self) -> None:
+        """The backward record, with the gradients that came (all of them, unless the step is over)."""
+        self.missing = 0
+        s = self.session
+        s.record.add_construct(self.name, self.parent)
+        if s.record_data(self.name):
+            s.add_entry(self.name, {"input": self.ins, "output": self.outs})
 
 
 class NodeHook:

@@ -63,6 +63,7 @@ class Session:
         self.fw_stack: List[str] = []      # names of the modules whose forward is running
         self.trackers: List[BackwardTracker] = []
         self.deferred: List[BackwardTracker] = []   # complete module backward records, to emit (flush_deferred)
+        self.partial_nodes: List[NodeTracker] = []   # operator backward records some of whose nodes ran
         # module calls whose input gradients come from their own nodes (module_hooks): the innermost last
         self.share_calls: List[Any] = []
         self.watching = False      # a module output of this step is watched (later_consumers.py)
@@ -82,6 +83,7 @@ class Session:
         self.fw_stack = []
         self.trackers = []
         self.deferred = []
+        self.partial_nodes = []
         self.share_calls = []
         self.forget_watches()    # (a step begun again without its end)
         self.producers = {}
@@ -99,6 +101,10 @@ class Session:
         for t in self.trackers:
             if t.started and not t.done:
                 t._maybe_finish(force=True)
+        for n in self.partial_nodes:
+            if n.missing > 0:
+                n.emit()
+        self.partial_nodes = []
         self.trackers = []
         st, rec = self.stats, self.record
         rec.host_nonfinite, rec.host_max_abs, nonfinite_values = st.host_health()

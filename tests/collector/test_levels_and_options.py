@@ -592,6 +592,50 @@ def test_an_output_the_module_also_uses_has_the_gradient_of_what_comes_after(tmp
     assert all(torch.equal(a, p.grad) for a, p in zip(collected, net.parameters()))
 
 
+class _Bias(torch.nn.Module):
+    """T5's later blocks: the position bias comes in, is used, and goes out as it is for the next block."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, h, bias):
+        return self.lin(h) + bias, bias
+
+
+def test_an_input_returned_as_it_came_has_the_gradient_of_what_comes_after(tmp_path):
+    """The returned bias's backward "input" is what the consumers after the call send (here the second block's
+    use), not also the first block's own use or the use before the call, as the reference reports it."""
+    torch.manual_seed(0)
+    a, b = _Bias(), _Bias()
+    x, w = torch.randn(4, 6), torch.randn(4, 6, requires_grad=True)
+
+    def run(blocks):
+        bias = w * 2
+        pre = (bias ** 2).sum()                     # a use before the blocks
+        h, bias1 = blocks[0](x, bias)
+        h, _ = blocks[1](h, bias1)
+        return h, bias, pre
+
+    dbg = make_debugger(tmp_path, level="L0", summary_mode="statistics")
+    model = torch.nn.ModuleList([a, b])
+    dbg.start(model=model)
+    h, _, pre = run(model)
+    (h.sum() + pre).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    first = data["Module.0._Bias.backward.0"]
+    # by hand: the bias after the first block, through an identity, receives only the second block's use
+    h0, bias1 = a(x, w * 2)
+    after = bias1.view_as(bias1)
+    after.retain_grad()
+    b(h0, after)[0].sum().backward()
+    assert first["input"][1]["Norm"] == pytest.approx(after.grad.norm().item(), rel=1e-6)
+    assert data["Module.1._Bias.backward.0"]["input"][1] is None       # nothing uses the last block's
+
+
 def test_a_module_that_changes_a_view_input_in_place_has_a_null_input_gradient(tmp_path):
     """ReLU(inplace=True) on a slice: its input's gradient goes to the slice's base past the slice's own node
     (_cgrad's hook_consumers), so the share is not known and is null, not the gradient of the changed value; an

@@ -7,8 +7,10 @@
 // gradient it is about and calls `fn(i, grad)`; nothing else changes, and tbprobe falls back to Python's hooks
 // when this module is not built (session.py).
 //
-// It also hooks the nodes through which a module sends its inputs their gradients (call_start, hook_consumers) and
-// reads a tensor's facts for its dump.json item straight from the TensorImpl (ItemReader), both below.
+// It also hooks the nodes through which a module sends its inputs their gradients (call_start, hook_consumers:
+// _cgrad_shares.h), the consumers after a call of the outputs the call also uses itself (hook_watched, discover:
+// _cgrad_watch.h), and reads a tensor's facts for its dump.json item straight from the TensorImpl (ItemReader:
+// _cgrad_reader.h).
 //
 // Plain CPython API (no pybind11 module), so nothing here depends on pybind11's ABI tags.
 #include <Python.h>

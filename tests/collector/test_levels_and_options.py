@@ -815,6 +815,11 @@ def test_a_modules_namedtuple_and_dataclass_outputs_by_field(tmp_path):
                 if getattr(self, f.name) is not None:
                     self[f.name] = getattr(self, f.name)
 
+    @dataclasses.dataclass
+    class Plain:
+        hidden: torch.Tensor
+        note: Optional[str] = None
+
     class Inner(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -822,7 +827,7 @@ def test_a_modules_namedtuple_and_dataclass_outputs_by_field(tmp_path):
 
         def forward(self, x):
             h = self.lin(x)
-            return Pair(h, 2), Out(logits=h * 3)
+            return Pair(h, 2), Out(logits=h * 3), Plain(h * 4)
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -830,8 +835,8 @@ def test_a_modules_namedtuple_and_dataclass_outputs_by_field(tmp_path):
             self.inner = Inner()
 
         def forward(self, x):
-            pair, out = self.inner(x)
-            return pair.a.sum() + out["logits"].sum()
+            pair, out, plain = self.inner(x)
+            return pair.a.sum() + out["logits"].sum() + plain.hidden.sum()
 
     torch.manual_seed(0)
     net = Net()
@@ -843,10 +848,12 @@ def test_a_modules_namedtuple_and_dataclass_outputs_by_field(tmp_path):
     dbg.close()
     assert dbg.hook_errors == 0
     data = dump_of(tmp_path)["dump"]["data"]
-    pair, out = data["Module.inner.Inner.forward.0"]["output"]
+    pair, out, plain = data["Module.inner.Inner.forward.0"]["output"]
     assert list(pair) == ["a", "b"] and pair["a"]["shape"] == [2, 3] and pair["b"] == {"type": "int", "value": 2}
     assert list(out) == ["loss", "logits"] and out["loss"] is None and out["logits"]["shape"] == [2, 3]
-    assert [i["shape"] for i in data["Module.inner.Inner.backward.0"]["input"]] == [[2, 3], [2, 3]]
+    assert list(plain) == ["hidden", "note"] and plain["note"] is None
+    # the gradients of every tensor in them, a plain dataclass's too
+    assert [i["shape"] for i in data["Module.inner.Inner.backward.0"]["input"]] == [[2, 3], [2, 3], [2, 3]]
 
 
 def test_an_in_place_call_on_a_modules_input_records_its_own_backward(tmp_path):

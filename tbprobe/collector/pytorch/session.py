@@ -4,6 +4,7 @@ Forward records are built when a call ends (inputs summarised when it begins, so
 mutation). Backward records come from tensor hooks on the call's outputs (gradients of the outputs, the
 backward's "input") and on its inputs (their gradients, the backward's "output"); no autograd node is added.
 """
+import dataclasses
 import linecache
 import os
 import sys
@@ -366,7 +367,7 @@ def _format_stack(key: tuple) -> List[str]:
 
 
 def flatten_tensors(value: Any, out: Optional[list] = None) -> list:
-    """Tensors inside nested lists/tuples/dicts, in order."""
+    """Tensors inside nested lists/tuples/dicts/dataclasses, in order."""
     if out is None:
         out = []
     if isinstance(value, torch.Tensor):
@@ -377,4 +378,7 @@ def flatten_tensors(value: Any, out: Optional[list] = None) -> list:
     elif isinstance(value, dict):
         for v in value.values():
             flatten_tensors(v, out)
+    elif value is not None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):     # (as values.py writes one: by field)
+            flatten_tensors(getattr(value, f.name, None), out)
     return out

@@ -44,6 +44,38 @@ bool python_alive() {
 #endif
 }
 
+// Depth first, from the nodes that made `tensors` (a fast sequence), back over the nodes `keep` accepts, each once:
+// on_start(k, tensor, node) for each starting tensor whose node is kept, on_edge(node, j, next) for edge j of each
+// node reached (its end `next` not null). hook_consumers walks a call's nodes, discover a pass's nodes after the
+// watched calls.
+template <class Keep, class OnStart, class OnEdge>
+void walk_back(PyObject *tensors, Keep keep, OnStart on_start, OnEdge on_edge) {
+  using torch::autograd::Node;
+  std::vector<Node *> stack;
+  std::unordered_set<Node *> seen;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(tensors);
+  PyObject **items = PySequence_Fast_ITEMS(tensors);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    if (!THPVariable_Check(items[k])) continue;
+    const at::Tensor &t = THPVariable_Unpack(items[k]);
+    auto fn = t.grad_fn();
+    if (!fn || !keep(fn.get())) continue;
+    on_start(k, t, fn.get());
+    if (seen.insert(fn.get()).second) stack.push_back(fn.get());
+  }
+  while (!stack.empty()) {
+    Node *node = stack.back();
+    stack.pop_back();
+    const auto &edges = node->next_edges();
+    for (size_t j = 0; j < edges.size(); ++j) {
+      Node *next = edges[j].function.get();
+      if (next == nullptr) continue;
+      on_edge(node, j, next);
+      if (keep(next) && seen.insert(next).second) stack.push_back(next);
+    }
+  }
+}
+
 #include "_cgrad_watch.h"
 
 // The hook holds `fn` and `i`; the node holds the hook; nothing of tbprobe holds the node (session.py says why).

@@ -161,38 +161,23 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       // (UINT64_MAX: AccumulateGrad, a leaf's)
       return nr >= cs->first && nr != UINT64_MAX && node->thread_id() == cs->thread;
     };
-    std::vector<Node *> stack;
-    std::unordered_set<Node *> seen;
-    Py_ssize_t n_out = PySequence_Fast_GET_SIZE(seq);
-    PyObject **outs = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t k = 0; k < n_out; ++k) {
-      if (!THPVariable_Check(outs[k])) continue;
-      const at::Tensor &o = THPVariable_Unpack(outs[k]);
-      auto fn = o.grad_fn();
-      if (!fn || !made_here(fn.get())) continue;
-      out_edges.emplace_back(fn.get(), static_cast<uint32_t>(o.output_nr()));
-      out_pos.push_back(k);
-      if (seen.insert(fn.get()).second) stack.push_back(fn.get());
-    }
-    used.assign(out_edges.size(), false);
-    while (!stack.empty()) {
-      Node *node = stack.back();
-      stack.pop_back();
-      const auto &edges = node->next_edges();
-      for (size_t j = 0; j < edges.size(); ++j) {
-        Node *next = edges[j].function.get();
-        if (next == nullptr) continue;
-        for (size_t i = 0; i < n_in; ++i) {
-          if (cs->edges[i].function.get() == next && cs->edges[i].input_nr == edges[j].input_nr)
-            found[i].emplace_back(node, j);
-        }
-        if (!made_here(next)) continue;
-        for (size_t k = 0; k < out_edges.size(); ++k) {
-          if (out_edges[k].first == next && out_edges[k].second == edges[j].input_nr) used[k] = true;
-        }
-        if (seen.insert(next).second) stack.push_back(next);
-      }
-    }
+    walk_back(
+        seq, made_here,
+        [&](Py_ssize_t k, const at::Tensor &o, Node *fn) {
+          out_edges.emplace_back(fn, static_cast<uint32_t>(o.output_nr()));
+          out_pos.push_back(k);
+          used.push_back(false);
+        },
+        [&](Node *node, size_t j, Node *next) {
+          uint32_t nr = node->next_edges()[j].input_nr;
+          for (size_t i = 0; i < n_in; ++i) {
+            if (cs->edges[i].function.get() == next && cs->edges[i].input_nr == nr) found[i].emplace_back(node, j);
+          }
+          if (!made_here(next)) return;
+          for (size_t k = 0; k < out_edges.size(); ++k) {
+            if (out_edges[k].first == next && out_edges[k].second == nr) used[k] = true;
+          }
+        });
     for (size_t i = 0; i < n_in; ++i) {
       if (found[i].empty()) continue;
       PyObject *index = PyLong_FromSize_t(i);

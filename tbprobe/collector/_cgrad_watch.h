@@ -91,38 +91,20 @@ PyObject *discover(PyObject *, PyObject *roots) {
       auto it = first_after.find(n->thread_id());
       return it != first_after.end() && n->sequence_nr() >= it->second && n->sequence_nr() != UINT64_MAX;
     };
-    std::vector<Node *> stack;
-    std::unordered_set<Node *> seen;
-    Py_ssize_t n_roots = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    for (Py_ssize_t k = 0; k < n_roots; ++k) {
-      if (!THPVariable_Check(items[k])) continue;
-      auto fn = THPVariable_Unpack(items[k]).grad_fn();
-      if (fn && after(fn.get()) && seen.insert(fn.get()).second) stack.push_back(fn.get());
-    }
-    while (!stack.empty()) {
-      Node *node = stack.back();
-      stack.pop_back();
-      const auto &edges = node->next_edges();
-      for (size_t j = 0; j < edges.size(); ++j) {
-        Node *next = edges[j].function.get();
-        if (next == nullptr) continue;
-        auto found = by_node.find(next);
-        if (found != by_node.end()) {
-          for (auto &w : found->second) {
-            // (a node made after the watched call that sends its output a gradient: a consumer after the call)
-            if (w->input_nr != edges[j].input_nr || node->sequence_nr() < w->end || node->thread_id() != w->thread)
-              continue;
-            std::lock_guard<std::mutex> guard(w->lock);
-            if (w->hooked.emplace(node, j).second) {
-              node->add_post_hook(std::make_unique<ExternalHook>(w, j));
-              ++hooked;
-            }
-          }
+    walk_back(seq, after, [](Py_ssize_t, const at::Tensor &, Node *) {}, [&](Node *node, size_t j, Node *next) {
+      auto found = by_node.find(next);
+      if (found == by_node.end()) return;
+      for (auto &w : found->second) {
+        // (a node made after the watched call that sends its output a gradient: a consumer after the call)
+        const auto &edge = node->next_edges()[j];
+        if (w->input_nr != edge.input_nr || node->sequence_nr() < w->end || node->thread_id() != w->thread) continue;
+        std::lock_guard<std::mutex> guard(w->lock);
+        if (w->hooked.emplace(node, j).second) {
+          node->add_post_hook(std::make_unique<ExternalHook>(w, j));
+          ++hooked;
         }
-        if (after(next) && seen.insert(next).second) stack.push_back(next);
       }
-    }
+    });
     for (auto &w : watches) {
       std::lock_guard<std::mutex> guard(w->lock);
       w->discovered = true;

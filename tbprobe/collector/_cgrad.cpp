@@ -24,6 +24,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/tensor_dtypes.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>

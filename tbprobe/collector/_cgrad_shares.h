@@ -138,8 +138,8 @@ struct ShareHook : torch::autograd::FunctionPostHook {
 // call's nodes send it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input,
 // or one the call returns as it is). -1: none does, and the call changed the input in place: a view, whose
 // in-place change the engine sends to its base's history through a CopySlices node, past the view's own (the share
-// is not known). `used`: the positions in `outputs` of the outputs that the call's own nodes consume too, whose
-// gradient is a watch's (_cgrad_watch.h).
+// is not known). `used`: the positions in `outputs` of the outputs that the call's own nodes consume too, and of
+// the inputs it returns as they came: their gradient is a watch's (_cgrad_watch.h).
 PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 3 || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
     PyErr_SetString(PyExc_TypeError, "hook_consumers(start, outputs, fn): call_start's capsule, tensors, a callable");
@@ -161,6 +161,25 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       // (UINT64_MAX: AccumulateGrad, a leaf's)
       return nr >= cs->first && nr != UINT64_MAX && node->thread_id() == cs->thread;
     };
+    // an input the call returns as it came (its node not the call's, its edge an input's): used too, as other calls
+    // may have consumed it before
+    Py_ssize_t n_out = PySequence_Fast_GET_SIZE(seq);
+    PyObject **outs = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < n_out; ++k) {
+      if (!THPVariable_Check(outs[k])) continue;
+      const at::Tensor &o = THPVariable_Unpack(outs[k]);
+      auto fn = o.grad_fn();
+      if (!fn || made_here(fn.get())) continue;
+      uint32_t nr = static_cast<uint32_t>(o.output_nr());
+      for (const auto &edge : cs->edges) {
+        if (edge.function.get() == fn.get() && edge.input_nr == nr) {
+          out_edges.emplace_back(nullptr, nr);   // (no node of the call's: nothing in the walk matches it)
+          out_pos.push_back(k);
+          used.push_back(true);
+          break;
+        }
+      }
+    }
     walk_back(
         seq, made_here,
         [&](Py_ssize_t k, const at::Tensor &o, Node *fn) {
@@ -200,15 +219,17 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     PyTuple_SET_ITEM(counts, static_cast<Py_ssize_t>(i),
                      changed ? PyLong_FromLong(-1) : PyLong_FromSize_t(found[i].size()));
   }
-  Py_ssize_t n_used = 0;
-  for (bool u : used) n_used += u;
-  PyObject *positions = PyTuple_New(n_used);   // (the empty tuple, as a rule: CPython's one shared object)
+  std::vector<Py_ssize_t> in_order;
+  for (size_t k = 0; k < used.size(); ++k)
+    if (used[k]) in_order.push_back(out_pos[k]);
+  std::sort(in_order.begin(), in_order.end());
+  PyObject *positions = PyTuple_New(static_cast<Py_ssize_t>(in_order.size()));   // (the empty tuple, as a rule)
   if (positions == nullptr) {
     Py_DECREF(counts);
     return nullptr;
   }
-  for (size_t k = 0, m = 0; k < used.size(); ++k)
-    if (used[k]) PyTuple_SET_ITEM(positions, static_cast<Py_ssize_t>(m++), PyLong_FromSsize_t(out_pos[k]));
+  for (size_t m = 0; m < in_order.size(); ++m)
+    PyTuple_SET_ITEM(positions, static_cast<Py_ssize_t>(m), PyLong_FromSsize_t(in_order[m]));
   PyObject *result = PyTuple_Pack(2, counts, positions);
   Py_DECREF(counts);
   Py_DECREF(positions);

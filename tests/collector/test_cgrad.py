@@ -149,8 +149,9 @@ def test_hook_consumers_counts_nothing_for_an_unused_or_returned_input():
     x = torch.randn(3, requires_grad=True) * 1
     unused = torch.randn(3, requires_grad=True) * 1
     start = call_start([x, unused])
-    # an identity module: x returned as it is
-    assert hook_consumers(start, [x], lambda i, g: None) == ((0, 0), ())
+    # an identity module: x returned as it is, no node of the call's sends it anything, and it is an output whose
+    # gradient is what comes after the call (listed in `used`)
+    assert hook_consumers(start, [x], lambda i, g: None) == ((0, 0), (0,))
     with pytest.raises(TypeError):
         call_start(["not a tensor"])
     with pytest.raises(TypeError):

@@ -211,16 +211,13 @@ class Session:
 
         Returns the positions in `outputs` (those that require grad) of the outputs whose gradient must be what
         the consumers after the call send (finish_backward): those the call's own nodes also consume, and the
-        inputs it returns as they are, which other calls may have consumed before."""
+        inputs it returns as they are, which other calls may have consumed before (hook_consumers finds both)."""
         listeners = listeners or {}
         on_share = tr.on_in if not listeners else partial(_shares_to, tr, listeners)
         if _compiling():   # (dynamo would trace the C++ call; the tensors' own hooks it runs eagerly)
             counts, used = (0,) * len(ins), ()
         else:
             counts, used = hook_consumers(start, outputs, on_share)
-        passed = [k for k, o in enumerate(outputs) if any(o is t for t in ins)]
-        if passed and not _compiling():
-            used = tuple(sorted(set(used).union(passed)))
         for i, n in enumerate(counts):
             if n > 0:
                 continue

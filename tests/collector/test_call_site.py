@@ -25,10 +25,8 @@ def test_written_call_reads_positions_and_keyword_names_off_the_callers_instruct
 
 def _records(tmp_path, fn):
     dbg = make_debugger(tmp_path, level="L1", steps=1)
-    dbg.start()
-    fn()
-    dbg.stop()
-    dbg.step()
+    with dbg.collect():
+        fn()
     dbg.close()
     assert dbg.hook_errors == 0
     return load_rank(rank_dirs(str(tmp_path / "dump"))[0])["dump"]["data"]

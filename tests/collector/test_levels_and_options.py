@@ -555,10 +555,8 @@ def test_an_output_the_module_also_uses_has_the_gradient_of_what_comes_after(tmp
     net, x = _Routed(aux), torch.randn(4, 6)
     backward = torch.autograd.backward
     dbg = make_debugger(tmp_path, level=level, summary_mode="statistics")
-    dbg.start(model=net)
-    net(x).backward()
-    dbg.stop()
-    dbg.step()
+    with dbg.collect(net):
+        net(x).backward()
     dbg.close()
     assert dbg.hook_errors == 0 and torch.autograd.backward is backward
     collected = [p.grad.clone() for p in net.parameters()]
@@ -619,11 +617,9 @@ def test_an_input_returned_as_it_came_has_the_gradient_of_what_comes_after(tmp_p
 
     dbg = make_debugger(tmp_path, level="L0", summary_mode="statistics")
     model = torch.nn.ModuleList([a, b])
-    dbg.start(model=model)
-    h, _, pre = run(model)
-    (h.sum() + pre).backward()
-    dbg.stop()
-    dbg.step()
+    with dbg.collect(model):
+        h, _, pre = run(model)
+        (h.sum() + pre).backward()
     dbg.close()
     data = dump_of(tmp_path)["dump"]["data"]
     first = data["Module.0._Bias.backward.0"]
@@ -659,10 +655,8 @@ def test_a_module_that_changes_a_view_input_in_place_has_a_null_input_gradient(t
     torch.manual_seed(0)
     net, x = Net(), torch.randn(3, 4)
     dbg = make_debugger(tmp_path, level="L0", summary_mode="statistics")
-    dbg.start(model=net)
-    net(x).backward()
-    dbg.stop()
-    dbg.step()
+    with dbg.collect(net):
+        net(x).backward()
     dbg.close()
     assert dbg.hook_errors == 0
     collected = net.lin.weight.grad.clone()
@@ -841,10 +835,8 @@ def test_a_modules_namedtuple_and_dataclass_outputs_by_field(tmp_path):
     torch.manual_seed(0)
     net = Net()
     dbg = make_debugger(tmp_path, level="L0", summary_mode="statistics")
-    dbg.start(model=net)
-    net(torch.randn(2, 3)).backward()
-    dbg.stop()
-    dbg.step()
+    with dbg.collect(net):
+        net(torch.randn(2, 3)).backward()
     dbg.close()
     assert dbg.hook_errors == 0
     data = dump_of(tmp_path)["dump"]["data"]
@@ -864,10 +856,8 @@ def test_an_in_place_call_on_a_modules_input_records_its_own_backward(tmp_path):
     net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(inplace=True), torch.nn.Linear(4, 1))
     x = torch.randn(8, 4)
     dbg = make_debugger(tmp_path, level="mix", summary_mode="statistics")
-    dbg.start(model=net)
-    net(x).sum().backward()
-    dbg.stop()
-    dbg.step()
+    with dbg.collect(net):
+        net(x).sum().backward()
     dbg.close()
     rec = dump_of(tmp_path)["dump"]["data"]["Functional.relu.0.backward"]
     h = net[0](x)
@@ -888,11 +878,9 @@ def test_an_operator_whose_second_output_gets_no_gradient_keeps_its_backward_rec
     att = torch.nn.MultiheadAttention(8, 2, batch_first=True)
     x = torch.randn(4, 5, 8)
     dbg = make_debugger(tmp_path, level="mix", summary_mode="statistics")
-    dbg.start(model=att)
-    out, _weights = att(x, x, x)
-    out.sum().backward()
-    dbg.stop()
-    dbg.step()
+    with dbg.collect(att):
+        out, _weights = att(x, x, x)
+        out.sum().backward()
     dbg.close()
     data = dump_of(tmp_path)["dump"]["data"]
     rec = data["Functional.multi_head_attention_forward.0.backward"]

@@ -20,9 +20,8 @@ try:
 except ImportError:   # (without the extension no output is watched: module_hooks' views are used instead)
     clear_watches = discover = watching = None
 
-_ORIGINALS: Dict[str, Callable] = {}
-_WRAPPERS: Dict[str, Callable] = {}
-_MADE: Dict[tuple, Callable] = {}
+_ORIGINALS: Dict[str, Callable] = {}   # name -> torch's function, while the wrappers are installed
+_MADE: Dict[tuple, Callable] = {}       # (name, torch's function) -> its wrapper, made once
 _report: Optional[Callable[[str, BaseException], None]] = None
 
 
@@ -39,17 +38,15 @@ def install(report: Callable[[str, BaseException], None]) -> None:
         wrapper = _MADE.get((name, orig))
         if wrapper is None:    # (made once per function: a step with a watched output installs them anew)
             wrapper = _MADE[(name, orig)] = _wrap(orig, roots_kw)
-        _WRAPPERS[name] = wrapper
         setattr(torch.autograd, name, wrapper)
 
 
 def uninstall() -> None:
     """Put torch's functions back, and forget the step's watched outputs."""
     for name, orig in _ORIGINALS.items():
-        if getattr(torch.autograd, name) is _WRAPPERS[name]:   # (what another tool put there since stays)
+        if getattr(torch.autograd, name) is _MADE[(name, orig)]:   # (what another tool put there since stays)
             setattr(torch.autograd, name, orig)
     _ORIGINALS.clear()
-    _WRAPPERS.clear()
     if clear_watches is not None:
         clear_watches()
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tbprobe.collector import _cstats
 from tbprobe.collector.pytorch.stats import StatBuffer, tensor_checksum, tensor_xor
 from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import StepRecord, fill_items
@@ -194,6 +195,23 @@ def _row(t, low=False, host=True):
     return buf.collect()[0]
 
 
+@pytest.fixture(params=["portable", "avx2", "avx512"])
+def block(request):
+    """Each of the host kernel's blocks in turn (_cstats picks the widest the CPU runs at import)."""
+    if not _cstats._use_block(request.param):
+        pytest.skip(f"this CPU (or build) has no {request.param} block")
+    yield request.param
+    _cstats._use_block("best")
+
+
+def test_the_widest_block_is_in_use_and_names_are_checked():
+    best = _cstats._block()
+    assert best in ("portable", "avx2", "avx512")
+    assert _cstats._use_block("avx1024") is False and _cstats._block() == best
+    assert _cstats._use_block("portable") and _cstats._block() == "portable"
+    assert _cstats._use_block("best") and _cstats._block() == best
+
+
 def _special(n, dtype, seed):
     """n values of `dtype` with zeros, -0.0, NaN and +-Inf scattered over the vector body and the tail."""
     g = torch.Generator().manual_seed(seed)
@@ -206,8 +224,8 @@ def _special(n, dtype, seed):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("n", [14, 63, 511, 512, 513, 4099, 70000])
-def test_host_kernel_agrees_with_torch_kernels(dtype, n):
+@pytest.mark.parametrize("n", [14, 63, 64, 65, 511, 512, 513, 2047, 2048, 4096, 4099, 8191, 70000])
+def test_host_kernel_agrees_with_torch_kernels(dtype, n, block):
     """A CPU tensor takes the one-pass host kernel (a non-contiguous view through a copy); without it, torch's
     kernels and the counts at the step's end, as on an accelerator. All must say the same."""
     rows = max(2, n // 7)
@@ -224,21 +242,22 @@ def test_host_kernel_agrees_with_torch_kernels(dtype, n):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("where", [0, 5, 8, 600, 1029])   # first value, inside a vector, block edge, tail
-def test_host_kernel_nonfinite_values(dtype, where):
-    t = _special(1030, dtype, where)
+# the first value, inside a vector, the blocks' edges, the tail
+@pytest.mark.parametrize("where", [0, 5, 8, 17, 600, 1029, 2047, 2048, 4095, 4096, 8257])
+def test_host_kernel_nonfinite_values(dtype, where, block):
+    t = _special(8260, dtype, where)
     t[where] = float("nan")
     row = _row(t)
     assert all(math.isnan(v) for v in row[:4]) and row[5] == 1 and row[6] == 0
     t[where] = float("inf")
-    t[(where + 3) % 1030] = -float("inf")
+    t[(where + 3) % 8260] = -float("inf")
     row = _row(t)
     assert row[0] == math.inf and row[1] == -math.inf and math.isnan(row[2]) and row[3] == math.inf
     assert row[4:] == [int((t == 0).sum()), 0, 2]
-    assert row[:2] == _row(t.reshape(10, 103).t())[:2]
+    assert row[:2] == _row(t.reshape(20, 413).t())[:2]
 
 
-def test_host_kernel_all_special_and_overflow():
+def test_host_kernel_all_special_and_overflow(block):
     assert _row(torch.full((100,), float("nan")))[4:] == [0, 100, 0]
     assert _row(torch.zeros(100))[:5] == [0.0, 0.0, 0.0, 0.0, 100]
     assert _row(torch.tensor([-0.0, 0.0]))[4] == 2

@@ -215,16 +215,25 @@ static void block_f32_avx512(const float *p, int n, Summary *out) {
             z[k] = _mm512_mask_add_epi32(z[k], _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ), z[k], one);
         }
     }
-    if (i < n) {   /* the last 1-63 values, sixteen at a time under a mask: padding lanes add nothing */
-        for (; i < n; i += 16) {
-            __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-            __m512 x = _mm512_maskz_loadu_ps(m, p + i);
-            mx[0] = _mm512_mask_max_ps(mx[0], m, x, mx[0]);
-            mn[0] = _mm512_mask_min_ps(mn[0], m, x, mn[0]);
-            s[0] = _mm512_add_ps(s[0], x);
-            q[0] = _mm512_fmadd_ps(x, x, q[0]);
-            z[0] = _mm512_mask_add_epi32(z[0], _mm512_mask_cmp_ps_mask(m, x, zero, _CMP_EQ_OQ), z[0], one);
-        }
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(p + i);
+        mx[0] = _mm512_max_ps(x, mx[0]);
+        mn[0] = _mm512_min_ps(x, mn[0]);
+        s[0] = _mm512_add_ps(s[0], x);
+        q[0] = _mm512_fmadd_ps(x, x, q[0]);
+        z[0] = _mm512_mask_add_epi32(z[0], _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ), z[0], one);
+    }
+    /* the last few values in double, as every block takes them: a tensor of a few values (a loss, a scale) gets
+       the same bits whichever block runs */
+    float bmax = -INFINITY, bmin = INFINITY;
+    double bsum = 0;
+    for (; i < n; i++) {
+        float v = p[i];
+        bmax = v > bmax ? v : bmax;
+        bmin = v < bmin ? v : bmin;
+        bsum += v;
+        out->sumsq += (double)v * v;
+        out->zeros += (v == 0.0f);
     }
     float lmx[16], lmn[16], ls[64], lq[64];
     int32_t lz[16];
@@ -235,8 +244,6 @@ static void block_f32_avx512(const float *p, int n, Summary *out) {
         _mm512_storeu_ps(ls + 16 * k, s[k]);
         _mm512_storeu_ps(lq + 16 * k, q[k]);
     }
-    float bmax = -INFINITY, bmin = INFINITY;
-    double bsum = 0;
     for (int j = 0; j < 16; j++) {
         bmax = lmx[j] > bmax ? lmx[j] : bmax;
         bmin = lmn[j] < bmin ? lmn[j] : bmin;
@@ -327,6 +334,59 @@ static void summarise_half(const uint16_t *p, Py_ssize_t n, int kind, Summary *o
     }
 }
 
+/* A view that is not contiguous (a transposed q/k/v, a slice), of a float kind: its values are gathered, in
+   logical order, into one block-sized buffer at a time and summarised there, so the blocks (and so every bit of
+   the result) are those of a contiguous copy, without allocating the copy or reading the values twice. Sizes and
+   strides (in elements, none negative) are coalesced by the caller; at most MAX_DIMS of them. */
+#define MAX_DIMS 16
+static void summarise_strided(const char *base, int kind, int ndim, const Py_ssize_t *size, const Py_ssize_t *stride,
+                              Py_ssize_t n, Summary *out) {
+    float fbuf[MAX_BLOCK];
+    uint16_t hbuf[MAX_BLOCK];
+    const int esize = kind == KIND_F32 ? 4 : 2;
+    char *dst = kind == KIND_F32 ? (char *)fbuf : (char *)hbuf;
+    Py_ssize_t idx[MAX_DIMS] = {0};
+    const Py_ssize_t inner = size[ndim - 1], istride = stride[ndim - 1];
+    const char *run = base;
+    int fill = 0;
+    for (Py_ssize_t done = 0; done < n; done += inner) {
+        for (Py_ssize_t k = 0; k < inner;) {
+            Py_ssize_t take = inner - k < block_len - fill ? inner - k : block_len - fill;
+            if (istride == 1) {
+                memcpy(dst + (size_t)fill * esize, run + k * esize, (size_t)take * esize);
+            } else if (esize == 4) {
+                for (Py_ssize_t j = 0; j < take; j++)
+                    memcpy(fbuf + fill + j, run + (k + j) * istride * 4, 4);
+            } else {
+                for (Py_ssize_t j = 0; j < take; j++)
+                    memcpy(hbuf + fill + j, run + (k + j) * istride * 2, 2);
+            }
+            fill += (int)take;
+            k += take;
+            if (fill == block_len) {
+                if (kind == KIND_F32)
+                    block_f32(fbuf, fill, out);
+                else
+                    summarise_half(hbuf, fill, kind, out);
+                fill = 0;
+            }
+        }
+        for (int a = ndim - 2; a >= 0; a--) {   /* the next run: an odometer over the outer dimensions */
+            run += stride[a] * esize;
+            if (++idx[a] < size[a])
+                break;
+            run -= stride[a] * size[a] * esize;
+            idx[a] = 0;
+        }
+    }
+    if (fill) {
+        if (kind == KIND_F32)
+            block_f32(fbuf, fill, out);
+        else
+            summarise_half(hbuf, fill, kind, out);
+    }
+}
+
 /* Integer and bool tensors: exact Max/Min (returned as Python ints), Sum and sum of squares in double. */
 #define INT_SUMMARY(TYPE)                                                                                 \
     static void summarise_##TYPE(const TYPE *p, Py_ssize_t n, long long *mx, long long *mn, Summary *out) { \
@@ -357,13 +417,17 @@ typedef struct {
 } Result;
 
 /* The pass over n > 0 values of a known kind at p; 0 on success, -1 with an exception (no memory). */
-static int run_raw(const void *p, Py_ssize_t n, int kind, Result *out) {
+/* ndim > 0: a float view laid out by size/stride (see summarise_strided) instead of n values in a row. */
+static int run_layout(const void *p, Py_ssize_t n, int kind, int ndim, const Py_ssize_t *size,
+                      const Py_ssize_t *stride, Result *out) {
     Summary r;
     long long imax = 0, imin = 0;
     int nogil = n >= NOGIL_MIN;
     PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
     summary_init(&r);
-    if (kind == KIND_F32)
+    if (ndim > 0)
+        summarise_strided((const char *)p, kind, ndim, size, stride, n, &r);
+    else if (kind == KIND_F32)
         summarise_f32((const float *)p, n, &r);
     else if (kind == KIND_F16 || kind == KIND_BF16)
         summarise_half((const uint16_t *)p, n, (int)kind, &r);
@@ -407,6 +471,54 @@ static int run_raw(const void *p, Py_ssize_t n, int kind, Result *out) {
     return 0;
 }
 
+static int run_raw(const void *p, Py_ssize_t n, int kind, Result *out) {
+    return run_layout(p, n, kind, 0, NULL, NULL, out);
+}
+
+/* A view's sizes and strides (tuples of ints) as summarise_strided takes them: dimensions of size 1 dropped and
+   neighbours that continue each other merged. 1 and *ndim set; 0 where the layout is not one it takes (a negative
+   stride, too many dimensions); -1 with an exception. */
+static int coalesce(PyObject *sizes, PyObject *strides, Py_ssize_t n, int *ndim, Py_ssize_t *size, Py_ssize_t *stride) {
+    if (!PyTuple_Check(sizes) || !PyTuple_Check(strides) || PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(strides)) {
+        PyErr_SetString(PyExc_TypeError, "summarise_into: sizes and strides are tuples of one length");
+        return -1;
+    }
+    Py_ssize_t total = 1;
+    int d = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(sizes); i++) {
+        Py_ssize_t sz = PyLong_AsSsize_t(PyTuple_GET_ITEM(sizes, i));
+        Py_ssize_t st = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides, i));
+        if (PyErr_Occurred())
+            return -1;
+        if (sz < 0 || st < 0)
+            return 0;
+        total *= sz;
+        if (sz == 1)
+            continue;
+        if (d > 0 && stride[d - 1] == sz * st) {   /* the outer dimension steps over exactly this one */
+            size[d - 1] *= sz;
+            stride[d - 1] = st;
+            continue;
+        }
+        if (d == MAX_DIMS)
+            return 0;
+        size[d] = sz;
+        stride[d] = st;
+        d++;
+    }
+    if (total != n) {
+        PyErr_SetString(PyExc_ValueError, "summarise_into: the sizes do not multiply to the count");
+        return -1;
+    }
+    if (d == 0) {   /* one value */
+        size[0] = 1;
+        stride[0] = 1;
+        d = 1;
+    }
+    *ndim = d;
+    return 1;
+}
+
 /* Parses (address, count, kind) from args[0..2] and runs the pass; 0 on success, -1 with an exception. */
 static int run(PyObject *const *args, Result *out) {
     unsigned long long address = PyLong_AsUnsignedLongLong(args[0]);
@@ -430,18 +542,39 @@ static double health_of(const Result *r) {
 static PyObject *key_names[7];
 static const char *const key_texts[7] = {"Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"};
 
-/* summarise_into(item, address, count, kind) -> health: sets the item's seven statistics keys (in the
+/* summarise_into(item, address, count, kind[, sizes, strides]) -> health: sets the item's seven statistics keys (in the
    reference's order, after the placeholders the caller put there) and returns max(|Max|, |Min|), or -1.0 when
    Max or Min is NaN/Inf, or -2.0 when only Mean or Norm is (an overflow): what the step's health and the
    writer's choice of JSON encoder need, without a Python tuple per tensor. */
 static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyDict_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "summarise_into(item: dict, address, count, kind)");
+    if ((nargs != 4 && nargs != 6) || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "summarise_into(item: dict, address, count, kind[, sizes, strides])");
         return NULL;
     }
     Result r;
-    if (run(args + 1, &r) < 0)
+    if (nargs == 6) {
+        unsigned long long address = PyLong_AsUnsignedLongLong(args[1]);
+        Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+        long kind = PyLong_AsLong(args[3]);
+        if (PyErr_Occurred())
+            return NULL;
+        if (address == 0 || n <= 0 || (kind != KIND_F32 && kind != KIND_F16 && kind != KIND_BF16)) {
+            PyErr_SetString(PyExc_ValueError, "summarise_into: a view needs a non-null address, a positive count "
+                                              "and a float kind");
+            return NULL;
+        }
+        Py_ssize_t size[MAX_DIMS], stride[MAX_DIMS];
+        int ndim = 0;
+        int ok = coalesce(args[4], args[5], n, &ndim, size, stride);
+        if (ok < 0)
+            return NULL;
+        if (ok == 0)
+            Py_RETURN_NONE;   /* a layout it does not take: the caller copies the view */
+        if (run_layout((const void *)(uintptr_t)address, n, (int)kind, ndim, size, stride, &r) < 0)
+            return NULL;
+    } else if (run(args + 1, &r) < 0) {
         return NULL;
+    }
     PyObject *values[7] = {r.max, r.min, PyFloat_FromDouble(r.mean), PyFloat_FromDouble(r.norm),
                            PyLong_FromSsize_t(r.zeros), PyLong_FromSsize_t(r.nans), PyLong_FromSsize_t(r.infs)};
     int failed = 0;
@@ -462,8 +595,10 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
 
 static PyMethodDef methods[] = {
     {"summarise_into", (PyCFunction)(void (*)(void))summarise_into, METH_FASTCALL,
-     "summarise_into(item, address, count, kind) -> max(|Max|, |Min|), -1.0 (Max/Min not finite) or -2.0 (Mean "
-     "or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and inf_count."},
+     "summarise_into(item, address, count, kind[, sizes, strides]) -> max(|Max|, |Min|), -1.0 (Max/Min not "
+     "finite) or -2.0 (Mean or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and "
+     "inf_count. With sizes and strides (in elements), the float view they lay out from address; None, and the item "
+     "untouched, for a layout it does not take."},
     {"stack_key", (PyCFunction)(void (*)(void))stack_key, METH_FASTCALL,
      "stack_key(frame, own, prefix, codes) -> (id(code), f_lasti, ...) of the frames from `frame` outwards, "
      "tbprobe's own left out (see _cstats_stack.h)."},

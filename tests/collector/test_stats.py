@@ -212,6 +212,19 @@ def test_the_widest_block_is_in_use_and_names_are_checked():
     assert _cstats._use_block("best") and _cstats._block() == best
 
 
+def test_a_tensor_of_a_few_values_gets_the_same_bits_from_every_block():
+    """Below one vector the values are summed in double whichever block runs (msprobe's dump of a loss or a scale
+    is then matched to the bit, as test_peers' debug-level test checks)."""
+    rows = {}
+    try:
+        for name in ("portable", "avx2", "avx512"):
+            if _cstats._use_block(name):
+                rows[name] = [str(_row(_special(n, torch.float32, n) * 1.37)) for n in range(1, 8)]
+    finally:
+        _cstats._use_block("best")
+    assert len(set(map(tuple, rows.values()))) == 1, rows
+
+
 def _special(n, dtype, seed):
     """n values of `dtype` with zeros, -0.0, NaN and +-Inf scattered over the vector body and the tail."""
     g = torch.Generator().manual_seed(seed)
@@ -239,6 +252,47 @@ def test_host_kernel_agrees_with_torch_kernels(dtype, n, block):
         assert math.isclose(got[2], d.mean().item(), rel_tol=1e-5, abs_tol=1e-6)
         assert math.isclose(got[3], d.norm().item(), rel_tol=1e-5)
     assert host[4:] == kernels[4:] == [int((t == 0).sum()), 0, 0]
+
+
+def _views(dtype):
+    """Views that are not contiguous, each with a name: transposed, permuted, sliced with a step, expanded (a
+    zero stride), a column, over sizes that cross the blocks' edges, and NaN/Inf inside one."""
+    base = _special(6 * 64 * 70, torch.float32, 5).to(dtype)
+    q = base.reshape(6, 64, 70)
+    special = _special(9000, torch.float32, 9).to(dtype).reshape(90, 100)
+    special[17, 3], special[80, 99] = float("nan"), float("inf")
+    return {"transposed": q.transpose(1, 2), "permuted": q.permute(2, 0, 1), "stepped": q[:, ::3, 1:67],
+            "expanded": base[:70].reshape(1, 70).expand(130, 70), "column": q[:, :, 5], "qkv": q.reshape(6, 64, 2, 35)
+            .transpose(1, 2), "one row": q[2:3, 7:8, ::2].transpose(0, 2), "special": special.t()}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_float_view_is_read_in_place_with_its_copys_every_bit(dtype, block):
+    for name, v in _views(dtype).items():
+        assert not v.is_contiguous(), name
+        buf = StatBuffer()
+        in_place, copied = {}, {}
+        assert buf.fill(in_place, v) and buf.fill(copied, v.contiguous()), name
+        a, b = [in_place[k] for k in _KEYS], [copied[k] for k in _KEYS]
+        assert str(a) == str(b), name    # (str: NaN == NaN)
+        direct = {}   # the pass took the view itself (None would mean the copy did)
+        kind = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}[dtype]
+        assert _cstats.summarise_into(direct, v.data_ptr(), v.numel(), kind, v.shape, v.stride()) is not None
+        assert str([direct[k] for k in _KEYS]) == str(b), name
+
+
+def test_a_layout_the_pass_does_not_take_is_copied_and_bad_layouts_are_refused():
+    v = torch.randn([2] * 17).permute(*range(16, -1, -1))    # 17 dimensions that do not merge
+    item = {}
+    assert _cstats.summarise_into(item, v.data_ptr(), v.numel(), 0, v.shape, v.stride()) is None and item == {}
+    assert _row(v)[:2] == [v.max().item(), v.min().item()]  # (through a copy)
+    w = torch.randn(4, 5).t()
+    with pytest.raises(ValueError, match="multiply"):
+        _cstats.summarise_into({}, w.data_ptr(), 21, 0, w.shape, w.stride())
+    with pytest.raises(ValueError, match="float kind"):
+        _cstats.summarise_into({}, w.data_ptr(), 20, 3, w.shape, w.stride())
+    with pytest.raises(TypeError, match="tuples"):
+        _cstats.summarise_into({}, w.data_ptr(), 20, 0, [5, 4], w.stride())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])

@@ -43,6 +43,7 @@ _STRIDED = torch.strided
 # dtypes the one-pass host kernel reads (tbprobe/collector/_cstats.c), by its kind code
 _HOST_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 3, torch.int32: 4, torch.bool: 5}
 # precision "low" keeps half statistics in the half dtype: torch's path
+_HALF_KINDS_MAX = 2   # the float kinds (float32, float16, bfloat16) are 0-2: the pass reads their views in place
 _HOST_KINDS_LOW = {k: v for k, v in _HOST_KINDS.items() if k not in _HALF}
 # Below this size a second pass of the host kernel costs less than remembering the first (a weak reference and a
 # cache entry per tensor); above it, a tensor seen twice unmodified is summarised once.
@@ -177,15 +178,23 @@ class StatBuffer:
                     item[k] = src[k]
                 self._host_items.note(hit[3])
                 return True
-        # a view that is not contiguous is copied first: one copy costs less than torch's kernels
-        c = t if t.is_contiguous() else t.detach().contiguous()
         try:
-            address = c.data_ptr()
+            if t.is_contiguous():
+                address = t.data_ptr()
+                health = _summarise_into(item, address, n, kind) if address else None
+            else:
+                # a float view is read where it lies (_cstats' summarise_strided); another, or a layout the pass
+                # does not take, is copied first: one copy costs less than torch's kernels
+                address = t.data_ptr()
+                health = (_summarise_into(item, address, n, kind, t.shape, t.stride())
+                          if address and kind <= _HALF_KINDS_MAX else None)
+                if health is None and address:
+                    c = t.detach().contiguous()
+                    health = _summarise_into(item, c.data_ptr(), n, kind)
         except RuntimeError:     # a wrapper without storage (functorch): torch's kernels
             return False
-        if not address:
+        if health is None:
             return False
-        health = _summarise_into(item, address, n, kind)
         self._host_items.note(health)
         if cached:
             try:

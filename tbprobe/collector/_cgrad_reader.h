@@ -1,7 +1,8 @@
 // _cgrad's ItemReader (included by _cgrad.cpp, inside its anonymous namespace).
 #pragma once
 
-// The item of a plain small CPU tensor (_cstats_items.h says which), with its facts (type, layout, device,
+// The item of a plain CPU tensor (_cstats_items.h says which; of any size here, since the reader remembers what it
+// summarised, where HostItems alone leaves large tensors to the Python path), with its facts (type, layout, device,
 // contiguity, dtype, sizes, data address, requires_grad) read from the TensorImpl: the C path of _cstats reads them
 // as seven Python attributes, about 1.3 us of its 3 us per item.
 //
@@ -13,7 +14,7 @@
 // three can change without a version bump: `t.data = u`, `requires_grad_()`). What changes a tensor without a
 // version bump (a collective writing through C++) is forgotten by the caller (StatBuffer.forget); so is
 // everything at the end of the step (clear).
-tbprobe_item_api item_api = {nullptr, nullptr};
+tbprobe_item_api item_api = {nullptr, nullptr, nullptr};
 
 struct Seen {
   c10::weak_intrusive_ptr<c10::TensorImpl> impl;
@@ -76,7 +77,7 @@ PyObject *reader_item(ItemReader *self, PyObject *t) {
     }
     PyObject *dtype = reinterpret_cast<PyObject *>(torch::getTHPDtype(x.scalar_type()));  // (borrowed)
     double health = 0.0;
-    PyObject *item = item_api.item_from_facts(self->host_items, t, dtype, sizes.data(),
+    PyObject *item = item_api.item_from_facts_any(self->host_items, t, dtype, sizes.data(),
                                               static_cast<int>(sizes.size()), data, x.requires_grad() ? 1 : 0,
                                               &health);
     if (item != nullptr && item != Py_None && versioned) {

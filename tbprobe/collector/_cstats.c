@@ -638,7 +638,8 @@ PyMODINIT_FUNC PyInit__cstats(void) {
         Py_DECREF(m);
         return NULL;
     }
-    static tbprobe_item_api api = {item_from_facts, note_from_api};
+    static tbprobe_item_api api = {.item_from_facts = item_from_facts, .item_from_facts_any = item_from_facts_any,
+                                   .note = note_from_api};
     PyObject *capsule = PyCapsule_New((void *)&api, TBPROBE_ITEM_API, NULL);
     if (capsule == NULL || PyModule_AddObject(m, "_item_api", capsule) < 0) {
         Py_XDECREF(capsule);

@@ -298,8 +298,8 @@ static PyObject *build_item(HostItems *self, int kind, PyObject *name, PyObject 
 /* The element count of a tensor of `dtype` and these sizes when the pass takes it (a kind it reads, at least one
    dimension, 1 <= numel < cache_min), with its kind and dtype name (borrowed); 0 when it does not (errors
    cleared: the Python path meets them). */
-static Py_ssize_t plain_numel(HostItems *self, PyObject *dtype, const int64_t *sizes, Py_ssize_t ndim, int *kind,
-                              PyObject **name) {
+static Py_ssize_t plain_numel_below(HostItems *self, PyObject *dtype, const int64_t *sizes, Py_ssize_t ndim,
+                                    int *kind, PyObject **name, Py_ssize_t limit) {
     PyObject *kind_obj = PyDict_GetItemWithError(self->kinds, dtype);   /* borrowed */
     *name = kind_obj ? PyDict_GetItemWithError(self->names, dtype) : NULL;
     if (kind_obj == NULL || *name == NULL || ndim <= 0) {
@@ -312,10 +312,15 @@ static Py_ssize_t plain_numel(HostItems *self, PyObject *dtype, const int64_t *s
         if (sizes[i] <= 0)     /* empty: the Python path */
             return 0;
         /* saturates at the limit (both factors below it: no overflow) */
-        Py_ssize_t d = sizes[i] >= self->cache_min ? self->cache_min : (Py_ssize_t)sizes[i];
-        numel = (numel >= self->cache_min || d >= self->cache_min) ? self->cache_min : numel * d;
+        Py_ssize_t d = sizes[i] >= limit ? limit : (Py_ssize_t)sizes[i];
+        numel = (numel >= limit || d >= limit) ? limit : numel * d;
     }
-    return numel < self->cache_min ? numel : 0;
+    return numel < limit ? numel : 0;
+}
+
+static Py_ssize_t plain_numel(HostItems *self, PyObject *dtype, const int64_t *sizes, Py_ssize_t ndim, int *kind,
+                              PyObject **name) {
+    return plain_numel_below(self, dtype, sizes, ndim, kind, name, self->cache_min);
 }
 
 /* build_item with the shape list made from `sizes`. */
@@ -403,18 +408,29 @@ done:
    caller has checked the layout (strided), the device (CPU) and contiguity. A new item, None (not the plain case)
    or NULL with an exception; `health` gets the item's health figure. Exported to _cgrad in the "_item_api"
    capsule (_cstats_api.h). */
-static PyObject *item_from_facts(PyObject *obj, PyObject *t, PyObject *dtype, const int64_t *sizes, int ndim,
-                                 const void *p, int requires_grad, double *health) {
+static PyObject *facts_item(PyObject *obj, PyObject *t, PyObject *dtype, const int64_t *sizes, int ndim,
+                             const void *p, int requires_grad, double *health, Py_ssize_t limit) {
     HostItems *self = (HostItems *)obj;
     PyObject *tp = (PyObject *)Py_TYPE(t);
     PyObject *name;
     int kind;
     if ((tp != self->tensor_type && tp != self->param_type) || p == NULL)
         Py_RETURN_NONE;
-    Py_ssize_t numel = plain_numel(self, dtype, sizes, ndim, &kind, &name);
+    Py_ssize_t numel = plain_numel_below(self, dtype, sizes, ndim, &kind, &name, limit);
     if (numel == 0)
         Py_RETURN_NONE;
     return item_of(self, kind, name, sizes, ndim, p, numel, requires_grad ? Py_True : Py_False, health);
+}
+
+static PyObject *item_from_facts(PyObject *obj, PyObject *t, PyObject *dtype, const int64_t *sizes, int ndim,
+                                 const void *p, int requires_grad, double *health) {
+    return facts_item(obj, t, dtype, sizes, ndim, p, requires_grad, health, ((HostItems *)obj)->cache_min);
+}
+
+/* (the pass's count is a Py_ssize_t; below that, any size) */
+static PyObject *item_from_facts_any(PyObject *obj, PyObject *t, PyObject *dtype, const int64_t *sizes, int ndim,
+                                     const void *p, int requires_grad, double *health) {
+    return facts_item(obj, t, dtype, sizes, ndim, p, requires_grad, health, PY_SSIZE_T_MAX);
 }
 
 static void note_from_api(PyObject *obj, double health) {

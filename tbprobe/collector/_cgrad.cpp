@@ -129,6 +129,82 @@ struct GradHook : torch::autograd::FunctionPreHook {
   }
 };
 
+// The gradients of a node's post hook as Python's register_hook gives them: a tuple, None for an undefined one.
+PyObject *wrap_all(const torch::autograd::variable_list &grads) {
+  PyObject *tup = PyTuple_New(static_cast<Py_ssize_t>(grads.size()));
+  if (tup == nullptr) return nullptr;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    PyObject *g = grads[k].defined() ? THPVariable_Wrap(grads[k]) : (Py_INCREF(Py_None), Py_None);
+    if (g == nullptr) {
+      Py_DECREF(tup);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tup, static_cast<Py_ssize_t>(k), g);
+  }
+  return tup;
+}
+
+// An operator's backward record (NodeTracker.on_node): fn(grad_inputs, grad_outputs) once the node has run, what
+// Python's grad_fn.register_hook(fn) calls, without the Python object of the node, the RemovableHandle and the
+// OrderedDict that registration makes (about 2 us of each operator call at L1).
+struct NodePostHook : torch::autograd::FunctionPostHook {
+  PyObject *fn;
+
+  explicit NodePostHook(PyObject *f) : fn(f) { Py_INCREF(fn); }
+
+  ~NodePostHook() override {
+    if (!python_alive()) return;  // (as GradHook's)
+    PyGILState_STATE st = PyGILState_Ensure();
+    Py_DECREF(fn);
+    PyGILState_Release(st);
+  }
+
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
+                                            const torch::autograd::variable_list &inputs) override {
+    if (!python_alive()) return outputs;
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyObject *grad_inputs = wrap_all(outputs);
+    PyObject *grad_outputs = grad_inputs != nullptr ? wrap_all(inputs) : nullptr;
+    if (grad_outputs != nullptr) {
+      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
+      PyObject *args[2] = {grad_inputs, grad_outputs};
+      PyObject *res = PyObject_Vectorcall(fn, args, 2, nullptr);
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
+      Py_XDECREF(res);
+    }
+    Py_XDECREF(grad_inputs);
+    Py_XDECREF(grad_outputs);
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(fn);  // (as GradHook's: never into the engine)
+    PyGILState_Release(st);
+    return outputs;
+  }
+};
+
+// hook_nodes(tensors, fn) -> int: one NodePostHook(fn) on each distinct node that made one of `tensors` (a list;
+// those without a node are passed over); how many nodes were hooked.
+PyObject *hook_nodes(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyList_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "hook_nodes(tensors, fn): a list of tensors and a callable");
+    return nullptr;
+  }
+  std::vector<torch::autograd::Node *> done;
+  try {
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(args[0]); ++k) {
+      PyObject *item = PyList_GET_ITEM(args[0], k);
+      if (!THPVariable_Check(item)) continue;
+      auto node = THPVariable_Unpack(item).grad_fn();
+      if (!node || std::find(done.begin(), done.end(), node.get()) != done.end()) continue;
+      node->add_post_hook(std::make_unique<NodePostHook>(args[1]));
+      done.push_back(node.get());
+    }
+  } catch (const std::exception &exc) {
+    PyErr_SetString(PyExc_RuntimeError, exc.what());
+    return nullptr;
+  }
+  return PyLong_FromSize_t(done.size());
+}
+
 // hook_node(t, fn, i), and with `watched` the watched form (hook_watched)
 PyObject *hook_grad(PyObject *const *args, Py_ssize_t nargs, bool watched) {
   if (nargs != 3 || !THPVariable_Check(args[0]) || !PyCallable_Check(args[1])) {
@@ -165,6 +241,9 @@ PyMethodDef methods[] = {
     {"hook_node", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_node)), METH_FASTCALL,
      "hook_node(tensor, fn, i) -> bool: call fn(i, gradient) when the gradient of `tensor` reaches the autograd "
      "node that made it; False (nothing done) when the tensor has no node."},
+    {"hook_nodes", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_nodes)), METH_FASTCALL,
+     "hook_nodes(tensors, fn) -> int: call fn(grad_inputs, grad_outputs), as grad_fn.register_hook's hook, after "
+     "each distinct node that made one of the tensors has run; how many nodes were hooked."},
     {"hook_watched", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_watched)), METH_FASTCALL,
      "hook_watched(tensor, fn, i) -> bool: hook_node for a module output the module also uses itself: fn(i, what "
      "the consumers after the call send) once a backward pass has found them (discover); _cgrad_watch.h."},

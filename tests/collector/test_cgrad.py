@@ -27,11 +27,12 @@ def _dump_files(dump_path: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("model, level", [("gpt", "L0"), ("conv", "L0"), ("gpt", "mix")])
+@pytest.mark.parametrize("model, level", [("gpt", "L0"), ("conv", "L0"), ("gpt", "mix"), ("conv", "L1")])
 def test_cpp_and_python_hooks_write_the_same_dumps(tmp_path, monkeypatch, model, level):
     runs = []
-    for name, hook in (("cpp", session._hook_node), ("python", None)):
-        monkeypatch.setattr(session, "_hook_node", hook)
+    for name, hooks in (("cpp", (session._hook_node, session._hook_nodes)), ("python", (None, None))):
+        monkeypatch.setattr(session, "_hook_node", hooks[0])
+        monkeypatch.setattr(session, "_hook_nodes", hooks[1])
         (tmp_path / name).mkdir()
         dbg = make_debugger(tmp_path / name, level=level, steps=2)
         torch.manual_seed(3)
@@ -43,6 +44,59 @@ def test_cpp_and_python_hooks_write_the_same_dumps(tmp_path, monkeypatch, model,
     assert any(b"backward" in data for data in cpp.values())
     for path in cpp:
         assert cpp[path] == python[path], path
+
+
+def test_the_node_post_hook_gets_what_register_hook_gives():
+    """_cgrad.hook_nodes (an operator's backward record at L1): each distinct node of the tensors once, and the
+    same (grad_inputs, grad_outputs) as grad_fn.register_hook, None where a gradient is undefined."""
+    def run(hook):
+        x = torch.arange(6.0, requires_grad=True)
+        w = torch.ones(2, requires_grad=True)
+        a, b, c = x.split(2)                  # one node, three outputs; c gets no gradient
+        y = a * w                             # a node of two inputs
+        got = []
+        n = hook([a, b, c, y, torch.ones(2, requires_grad=True)], lambda gi, go: got.append((gi, go)))
+        ((y * 2).sum() + (b * 3).sum()).backward()
+        return n, [tuple(tuple(None if g is None else g.tolist() for g in part) for part in call) for call in got]
+
+    def python(tensors, fn):
+        nodes = []
+        for t in tensors:
+            if t.grad_fn is not None and not any(t.grad_fn is g for g in nodes):
+                nodes.append(t.grad_fn)
+        for g in nodes:
+            g.register_hook(fn)
+        return len(nodes)
+
+    n, calls = run(session._hook_nodes)
+    assert n == 2 and (n, calls) == run(python)                       # the split's node and the product's
+    assert calls[0] == (([2.0, 2.0], [0.0, 2.0]), ([2.0, 2.0],))      # the product: d/da, d/dw; from y*2
+    assert calls[1][1] == ([2.0, 2.0], [3.0, 3.0], None)              # the split: c's gradient is undefined
+
+
+def test_the_node_post_hook_refuses_bad_calls_and_never_reaches_the_backward(monkeypatch):
+    with pytest.raises(TypeError):
+        session._hook_nodes((torch.ones(1),), print)                   # a list, not a tuple
+    with pytest.raises(TypeError):
+        session._hook_nodes([], "not callable")
+    assert session._hook_nodes([torch.ones(2, requires_grad=True), "x"], print) == 0   # a leaf, not a tensor
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+
+    class Broken:
+        def __call__(self, gi, go):
+            raise ValueError("forced")
+
+    cb = Broken()
+    ref = weakref.ref(cb)
+    x = torch.ones(3, requires_grad=True)
+    y = x * 2
+    assert session._hook_nodes([y], cb) == 1
+    (y * 4).sum().backward()                                          # goes through
+    assert torch.equal(x.grad, torch.full((3,), 8.0)) and seen == [ValueError]
+    del cb, y
+    gc.collect()
+    assert ref() is None                                              # freed with the graph
 
 
 def test_the_hook_gets_its_own_gradient_among_the_nodes():

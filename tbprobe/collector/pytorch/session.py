@@ -29,10 +29,11 @@ _compiling = torch.compiler.is_compiling
 
 try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
     from tbprobe.collector._cgrad import hook_node as _hook_node
+    from tbprobe.collector._cgrad import hook_nodes as _hook_nodes
     from tbprobe.collector._cgrad import hook_watched as _hook_watched
     from tbprobe.collector._cgrad import same_edge as _same_edge
 except ImportError:
-    _hook_node = _hook_watched = _same_edge = None
+    _hook_node = _hook_nodes = _hook_watched = _same_edge = None
 
 __all__ = ["Session", "flatten_tensors"]
 
@@ -264,7 +265,7 @@ class Session:
         Inside a module that took that tensor as its input, the reference has a node of its own on the module's
         inputs, so there the call's backward is the module's share of that input's gradient (finish_input_shares).
         """
-        nodes: List[Any] = []
+        hooked: List[Any] = []     # the outputs whose nodes make the call's backward
         shares: List[int] = []
         call = self.share_calls[-1] if self.share_calls else None
         for t in outputs:
@@ -276,16 +277,27 @@ class Session:
                         if i not in shares:
                             shares.append(i)
                         continue
-                g = t.grad_fn
-                if g is None or any(g is n for n in nodes):
-                    continue
-                nodes.append(g)
-        if not nodes and not shares:
+                hooked.append(t)
+        if not hooked and not shares:
             return
         tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.")
-                         if parent and parent not in PSEUDO_PARENTS else None, len(nodes) + len(shares))
-        for g in nodes:
-            g.register_hook(NodeHook(tr))
+                         if parent and parent not in PSEUDO_PARENTS else None, 0)
+        if hooked:
+            if _hook_nodes is not None and not _compiling():
+                # each distinct node once, from C++ (_cgrad.hook_nodes; Dynamo traces only Python's); a leaf has none
+                tr.missing = _hook_nodes(hooked, tr.on_node)
+            else:
+                nodes: List[Any] = []
+                for t in hooked:
+                    g = t.grad_fn
+                    if g is not None and not any(g is n for n in nodes):
+                        nodes.append(g)
+                for g in nodes:
+                    g.register_hook(NodeHook(tr))
+                tr.missing = len(nodes)
+        tr.missing += len(shares)
+        if not tr.missing:
+            return
         if shares:
             if call.listeners is None:
                 call.listeners = {}

@@ -42,8 +42,8 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _STRIDED = torch.strided
 # dtypes the one-pass host kernel reads (tbprobe/collector/_cstats.c), by its kind code
 _HOST_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 3, torch.int32: 4, torch.bool: 5}
+_FLOAT_KINDS_MAX = 2   # the float kinds (float32, float16, bfloat16) are 0-2: the pass reads their views in place
 # precision "low" keeps half statistics in the half dtype: torch's path
-_HALF_KINDS_MAX = 2   # the float kinds (float32, float16, bfloat16) are 0-2: the pass reads their views in place
 _HOST_KINDS_LOW = {k: v for k, v in _HOST_KINDS.items() if k not in _HALF}
 # Below this size a second pass of the host kernel costs less than remembering the first (a weak reference and a
 # cache entry per tensor); above it, a tensor seen twice unmodified is summarised once.
@@ -187,7 +187,7 @@ class StatBuffer:
                 # does not take, is copied first: one copy costs less than torch's kernels
                 address = t.data_ptr()
                 health = (_summarise_into(item, address, n, kind, t.shape, t.stride())
-                          if address and kind <= _HALF_KINDS_MAX else None)
+                          if address and kind <= _FLOAT_KINDS_MAX else None)
                 if health is None and address:
                     c = t.detach().contiguous()
                     health = _summarise_into(item, c.data_ptr(), n, kind)

@@ -311,9 +311,10 @@ static Py_ssize_t plain_numel_below(HostItems *self, PyObject *dtype, const int6
     for (Py_ssize_t i = 0; i < ndim; i++) {
         if (sizes[i] <= 0)     /* empty: the Python path */
             return 0;
-        /* saturates at the limit (both factors below it: no overflow) */
+        /* saturates at the limit, exactly (numel * d >= limit iff numel > (limit - 1) / d) and without overflow,
+           whatever the limit */
         Py_ssize_t d = sizes[i] >= limit ? limit : (Py_ssize_t)sizes[i];
-        numel = (numel >= limit || d >= limit) ? limit : numel * d;
+        numel = (d >= limit || numel > (limit - 1) / d) ? limit : numel * d;
     }
     return numel < limit ? numel : 0;
 }

@@ -69,6 +69,47 @@ static void count_nonfinite(const float *p, int n, Summary *out) {
     }
 }
 
+/* A block's last values, from i to n, one at a time, summed in double (so a tensor of a few values gets the same
+   bits whichever block runs): they start the block's Max, Min and Sum. */
+static inline void block_tail(const float *p, int i, int n, float *bmax, float *bmin, double *bsum, Summary *out) {
+    float hi = -INFINITY, lo = INFINITY;
+    double sum = 0;
+    for (; i < n; i++) {
+        float v = p[i];
+        hi = v > hi ? v : hi;
+        lo = v < lo ? v : lo;
+        sum += v;
+        out->sumsq += (double)v * v;
+        out->zeros += (v == 0.0f);
+    }
+    *bmax = hi;
+    *bmin = lo;
+    *bsum = sum;
+}
+
+/* A block's end: its vector lanes (`lanes` of Max, Min and zero count, `sums` of Sum and sum of squares) folded
+   into the figures of its tail and then into `out`. The float lanes of the sums are added in double; a lane that
+   overflowed is +inf, which is also where a float32 norm overflows. NaN and Inf are counted where the block has
+   one. */
+static inline void block_end(const float *p, int n, const float *lmx, const float *lmn, const int32_t *lz,
+                             int lanes, const float *ls, const float *lq, int sums, float bmax, float bmin,
+                             double bsum, Summary *out) {
+    for (int j = 0; j < lanes; j++) {
+        bmax = lmx[j] > bmax ? lmx[j] : bmax;
+        bmin = lmn[j] < bmin ? lmn[j] : bmin;
+        out->zeros += lz[j];
+    }
+    for (int j = 0; j < sums; j++) {
+        bsum += ls[j];
+        out->sumsq += lq[j];
+    }
+    out->max = bmax > out->max ? bmax : out->max;
+    out->min = bmin < out->min ? bmin : out->min;
+    out->sum += bsum;
+    if (!(isfinite(bsum) && isfinite(bmax) && isfinite(bmin)))
+        count_nonfinite(p, n, out);
+}
+
 /* The portable block: GCC/Clang vector types of eight lanes, lowered to pairs of SSE registers. A comparison gives a lane mask of -1/0: the blends below are `x > m ? x : m` per lane (a NaN
    compares false, so it never becomes Max or Min; it is counted instead), and subtracting the mask counts. */
 typedef float v8f __attribute__((vector_size(32)));
@@ -92,30 +133,17 @@ static void block_f32_generic(const float *p, int n, Summary *out) {
         q += x * x;
         z -= (x == 0.0f);
     }
-    float bmax = -INFINITY, bmin = INFINITY;
-    double bsum = 0;
-    for (; i < n; i++) {
-        float v = p[i];
-        bmax = v > bmax ? v : bmax;
-        bmin = v < bmin ? v : bmin;
-        bsum += v;
-        out->sumsq += (double)v * v;
-        out->zeros += (v == 0.0f);
-    }
-    for (int j = 0; j < LANES; j++) {
-        bmax = mx[j] > bmax ? mx[j] : bmax;
-        bmin = mn[j] < bmin ? mn[j] : bmin;
-        bsum += s[j];
-        /* the squares are summed in double from the block's float lanes; a float lane that overflows is +inf,
-           which is also where a float32 norm overflows */
-        out->sumsq += q[j];
-        out->zeros += z[j];
-    }
-    out->max = bmax > out->max ? bmax : out->max;
-    out->min = bmin < out->min ? bmin : out->min;
-    out->sum += bsum;
-    if (!(isfinite(bsum) && isfinite(bmax) && isfinite(bmin)))
-        count_nonfinite(p, n, out);
+    float bmax, bmin;
+    double bsum;
+    block_tail(p, i, n, &bmax, &bmin, &bsum, out);
+    float lmx[LANES], lmn[LANES], ls[LANES], lq[LANES];
+    int32_t lz[LANES];
+    memcpy(lmx, &mx, sizeof lmx);
+    memcpy(lmn, &mn, sizeof lmn);
+    memcpy(ls, &s, sizeof ls);
+    memcpy(lq, &q, sizeof lq);
+    memcpy(lz, &z, sizeof lz);
+    block_end(p, n, lmx, lmn, lz, LANES, ls, lq, LANES, bmax, bmin, bsum, out);
 }
 
 
@@ -156,16 +184,9 @@ static void block_f32_avx2(const float *p, int n, Summary *out) {
         q[0] = _mm256_fmadd_ps(x, x, q[0]);
         z[0] = _mm256_sub_epi32(z[0], _mm256_castps_si256(_mm256_cmp_ps(x, zero, _CMP_EQ_OQ)));
     }
-    float bmax = -INFINITY, bmin = INFINITY;
-    double bsum = 0;
-    for (; i < n; i++) {
-        float v = p[i];
-        bmax = v > bmax ? v : bmax;
-        bmin = v < bmin ? v : bmin;
-        bsum += v;
-        out->sumsq += (double)v * v;
-        out->zeros += (v == 0.0f);
-    }
+    float bmax, bmin;
+    double bsum;
+    block_tail(p, i, n, &bmax, &bmin, &bsum, out);
     float lmx[8], lmn[8], ls[32], lq[32];
     int32_t lz[8];
     _mm256_storeu_ps(lmx, _mm256_max_ps(_mm256_max_ps(mx[0], mx[1]), _mm256_max_ps(mx[2], mx[3])));
@@ -175,20 +196,7 @@ static void block_f32_avx2(const float *p, int n, Summary *out) {
         _mm256_storeu_ps(ls + 8 * k, s[k]);
         _mm256_storeu_ps(lq + 8 * k, q[k]);
     }
-    for (int j = 0; j < 8; j++) {
-        bmax = lmx[j] > bmax ? lmx[j] : bmax;
-        bmin = lmn[j] < bmin ? lmn[j] : bmin;
-        out->zeros += lz[j];
-    }
-    for (int j = 0; j < 32; j++) {
-        bsum += ls[j];
-        out->sumsq += lq[j];   /* a float lane that overflowed is +inf, as in the portable block */
-    }
-    out->max = bmax > out->max ? bmax : out->max;
-    out->min = bmin < out->min ? bmin : out->min;
-    out->sum += bsum;
-    if (!(isfinite(bsum) && isfinite(bmax) && isfinite(bmin)))
-        count_nonfinite(p, n, out);
+    block_end(p, n, lmx, lmn, lz, 8, ls, lq, 32, bmax, bmin, bsum, out);
 }
 
 /* The AVX-512 block: the same four chains, sixteen lanes each; a zero is counted by a masked add. */
@@ -223,18 +231,9 @@ static void block_f32_avx512(const float *p, int n, Summary *out) {
         q[0] = _mm512_fmadd_ps(x, x, q[0]);
         z[0] = _mm512_mask_add_epi32(z[0], _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ), z[0], one);
     }
-    /* the last few values in double, as every block takes them: a tensor of a few values (a loss, a scale) gets
-       the same bits whichever block runs */
-    float bmax = -INFINITY, bmin = INFINITY;
-    double bsum = 0;
-    for (; i < n; i++) {
-        float v = p[i];
-        bmax = v > bmax ? v : bmax;
-        bmin = v < bmin ? v : bmin;
-        bsum += v;
-        out->sumsq += (double)v * v;
-        out->zeros += (v == 0.0f);
-    }
+    float bmax, bmin;
+    double bsum;
+    block_tail(p, i, n, &bmax, &bmin, &bsum, out);
     float lmx[16], lmn[16], ls[64], lq[64];
     int32_t lz[16];
     _mm512_storeu_ps(lmx, _mm512_max_ps(_mm512_max_ps(mx[0], mx[1]), _mm512_max_ps(mx[2], mx[3])));
@@ -244,20 +243,7 @@ static void block_f32_avx512(const float *p, int n, Summary *out) {
         _mm512_storeu_ps(ls + 16 * k, s[k]);
         _mm512_storeu_ps(lq + 16 * k, q[k]);
     }
-    for (int j = 0; j < 16; j++) {
-        bmax = lmx[j] > bmax ? lmx[j] : bmax;
-        bmin = lmn[j] < bmin ? lmn[j] : bmin;
-        out->zeros += lz[j];
-    }
-    for (int j = 0; j < 64; j++) {
-        bsum += ls[j];
-        out->sumsq += lq[j];
-    }
-    out->max = bmax > out->max ? bmax : out->max;
-    out->min = bmin < out->min ? bmin : out->min;
-    out->sum += bsum;
-    if (!(isfinite(bsum) && isfinite(bmax) && isfinite(bmin)))
-        count_nonfinite(p, n, out);
+    block_end(p, n, lmx, lmn, lz, 16, ls, lq, 64, bmax, bmin, bsum, out);
 }
 #endif
 

@@ -270,6 +270,26 @@ def test_operators_inside_func_grad_are_grad_tracking_tensors(tmp_path, dtype):
     assert torch.equal(g, 2 * x)
 
 
+def test_per_sample_losses_inside_vmap_of_grad(tmp_path):
+    """Per-sample gradients, torch.func's own example: vmap(grad(loss)) makes each call's loss a 0-dim float32
+    wrapper, which the 0-dim fast path once read with .item() (refused inside vmap: a hook error, the record lost).
+    Its statistics are those of the per-sample losses under it."""
+    torch.manual_seed(0)
+    w, xs = torch.randn(3), torch.randn(5, 3)
+
+    def per_sample():
+        return torch.func.vmap(torch.func.grad(lambda w, x: (w * x).sum()), in_dims=(None, 0))(w, xs)
+
+    dbg, data, g = _collect_l1(tmp_path, per_sample)
+    assert dbg.hook_errors == 0
+    loss = data["Tensor.sum.0.forward"]["output"][0]
+    assert loss["type"] == "GradTrackingTensor" and loss["dtype"] == "torch.float32" and loss["shape"] == []
+    want = xs @ w
+    assert loss["Max"] == pytest.approx(want.max().item()) and loss["Min"] == pytest.approx(want.min().item())
+    assert loss["Mean"] == pytest.approx(want.mean().item())
+    assert torch.equal(g, xs)
+
+
 def test_task_tensor_saves_the_plain_tensor_under_a_batched_one(tmp_path):
     q_idx, kv_idx = torch.arange(4), torch.arange(3)
     fn = torch.vmap(torch.vmap(lambda q, kv: kv <= q, in_dims=(None, 0)), in_dims=(0, None))

@@ -210,7 +210,10 @@ class StatBuffer:
         one or two losses cost the whole batched path at step end (about 0.5 ms a step on the small model)."""
         if t.dtype is not _F32 or not self._scalars_here:
             return False
-        v = t.item()
+        try:
+            v = t.item()
+        except RuntimeError:   # a functorch wrapper (a per-sample loss inside vmap): its plain tensor is summarised
+            return False
         if v == 0.0 or v - v != 0:
             return False
         item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = v

@@ -77,53 +77,74 @@ void walk_back(PyObject *tensors, Keep keep, OnStart on_start, OnEdge on_edge) {
   }
 }
 
+// The Python function a hook calls and the argument it always passes first (a hook's index; null for none), held
+// as long as the hook lives. A node may die on an engine thread without the GIL, or after the interpreter is gone:
+// they are released with the GIL taken, or leaked.
+struct HookFn {
+  PyObject *fn;
+  PyObject *first;
+
+  HookFn(PyObject *f, PyObject *a) : fn(f), first(a) {
+    Py_INCREF(fn);
+    Py_XINCREF(first);
+  }
+  HookFn(const HookFn &) = delete;
+  HookFn &operator=(const HookFn &) = delete;
+
+  ~HookFn() {
+    if (!python_alive()) return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    Py_DECREF(fn);
+    Py_XDECREF(first);
+    PyGILState_Release(st);
+  }
+
+  // fn(a, b), the GIL held, both borrowed; not called when one is null (making it failed). tbprobe's own work is
+  // kept out of the operator mode, which is on during a backward pass (backward_pass.py), as
+  // torch.overrides.DisableTorchFunction would keep it, without its Python object. fn reports its own errors
+  // (HookGuard); what is left (no memory to make an argument) is reported as unraisable: it must never reach the
+  // engine, which would abort the user's backward.
+  void call(PyObject *a, PyObject *b) const {
+    if (a != nullptr && b != nullptr) {
+      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
+      PyObject *args[2] = {a, b};
+      Py_XDECREF(PyObject_Vectorcall(fn, args, 2, nullptr));
+      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
+    }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(fn);
+  }
+
+  void call(PyObject *b) const { call(first, b); }
+};
+
+// A gradient as Python's hooks give it: a new reference, None for an undefined one (null when out of memory).
+PyObject *wrap_grad(at::Tensor g) {
+  if (!g.defined()) {
+    Py_INCREF(Py_None);
+    return Py_None;
+  }
+  return THPVariable_Wrap(std::move(g));
+}
+
 #include "_cgrad_watch.h"
 
 // The hook holds `fn` and `i`; the node holds the hook; nothing of tbprobe holds the node (session.py says why).
 struct GradHook : torch::autograd::FunctionPreHook {
-  PyObject *fn;
-  PyObject *index;
+  HookFn fn;  // fn(i, grad)
   size_t nr;  // the tensor's output_nr: which of the node's incoming gradients is its gradient
   std::shared_ptr<Watch> watch;  // a watched output's (_cgrad_watch.h): its gradient is the watch's sum
 
-  GradHook(PyObject *f, PyObject *i, size_t n) : fn(f), index(i), nr(n) {
-    Py_INCREF(fn);
-    Py_INCREF(index);
-  }
-
-  ~GradHook() override {
-    // A node may die on an engine thread without the GIL, or after the interpreter is gone (then leak).
-    if (!python_alive()) return;
-    PyGILState_STATE st = PyGILState_Ensure();
-    Py_DECREF(fn);
-    Py_DECREF(index);
-    PyGILState_Release(st);
-  }
+  GradHook(PyObject *f, PyObject *i, size_t n) : fn(f, i), nr(n) {}
 
   torch::autograd::variable_list operator()(const torch::autograd::variable_list &grads) override {
     if (!python_alive()) return grads;
     PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *grad = Py_None;
     at::Tensor g = nr < grads.size() ? grads[nr] : at::Tensor();
     if (watch) g = watch_take(*watch, g);
-    if (g.defined())
-      grad = THPVariable_Wrap(std::move(g));
-    else
-      Py_INCREF(grad);
-    if (grad != nullptr) {
-      // tbprobe's own work: kept out of the operator mode, which is on during a backward pass (backward_pass.py),
-      // as torch.overrides.DisableTorchFunction would, without its Python object
-      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
-      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
-      PyObject *args[2] = {index, grad};
-      PyObject *res = PyObject_Vectorcall(fn, args, 2, nullptr);
-      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
-      Py_DECREF(grad);
-      Py_XDECREF(res);
-    }
-    // `fn` reports its own errors (HookGuard); what is left (no memory to wrap the tensor) must not reach the
-    // engine, which would abort the user's backward
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(fn);
+    PyObject *grad = wrap_grad(std::move(g));
+    fn.call(grad);
+    Py_XDECREF(grad);
     PyGILState_Release(st);
     return grads;  // the gradients go on unchanged
   }
@@ -134,7 +155,7 @@ PyObject *wrap_all(const torch::autograd::variable_list &grads) {
   PyObject *tup = PyTuple_New(static_cast<Py_ssize_t>(grads.size()));
   if (tup == nullptr) return nullptr;
   for (size_t k = 0; k < grads.size(); ++k) {
-    PyObject *g = grads[k].defined() ? THPVariable_Wrap(grads[k]) : (Py_INCREF(Py_None), Py_None);
+    PyObject *g = wrap_grad(grads[k]);
     if (g == nullptr) {
       Py_DECREF(tup);
       return nullptr;
@@ -148,16 +169,9 @@ PyObject *wrap_all(const torch::autograd::variable_list &grads) {
 // Python's grad_fn.register_hook(fn) calls, without the Python object of the node, the RemovableHandle and the
 // OrderedDict that registration makes (about 2 us of each operator call at L1).
 struct NodePostHook : torch::autograd::FunctionPostHook {
-  PyObject *fn;
+  HookFn fn;
 
-  explicit NodePostHook(PyObject *f) : fn(f) { Py_INCREF(fn); }
-
-  ~NodePostHook() override {
-    if (!python_alive()) return;  // (as GradHook's)
-    PyGILState_STATE st = PyGILState_Ensure();
-    Py_DECREF(fn);
-    PyGILState_Release(st);
-  }
+  explicit NodePostHook(PyObject *f) : fn(f, nullptr) {}
 
   torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
                                             const torch::autograd::variable_list &inputs) override {
@@ -165,17 +179,9 @@ struct NodePostHook : torch::autograd::FunctionPostHook {
     PyGILState_STATE st = PyGILState_Ensure();
     PyObject *grad_inputs = wrap_all(outputs);
     PyObject *grad_outputs = grad_inputs != nullptr ? wrap_all(inputs) : nullptr;
-    if (grad_outputs != nullptr) {
-      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
-      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
-      PyObject *args[2] = {grad_inputs, grad_outputs};
-      PyObject *res = PyObject_Vectorcall(fn, args, 2, nullptr);
-      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
-      Py_XDECREF(res);
-    }
+    fn.call(grad_inputs, grad_outputs);
     Py_XDECREF(grad_inputs);
     Py_XDECREF(grad_outputs);
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(fn);  // (as GradHook's: never into the engine)
     PyGILState_Release(st);
     return outputs;
   }

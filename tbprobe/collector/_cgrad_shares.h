@@ -76,24 +76,12 @@ PyObject *same_edge(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 
 // One input's share: its contributions still to come and their sum so far; fn(index, sum) when the last is in.
 struct Share {
-  PyObject *fn;
-  PyObject *index;
+  HookFn fn;
   size_t remaining;
   at::Tensor sum;
   std::mutex lock;
 
-  Share(PyObject *f, PyObject *i, size_t n) : fn(f), index(i), remaining(n) {
-    Py_INCREF(fn);
-    Py_INCREF(index);
-  }
-
-  ~Share() {
-    if (!python_alive()) return;
-    PyGILState_STATE st = PyGILState_Ensure();
-    Py_DECREF(fn);
-    Py_DECREF(index);
-    PyGILState_Release(st);
-  }
+  Share(PyObject *f, PyObject *i, size_t n) : fn(f, i), remaining(n) {}
 };
 
 struct ShareHook : torch::autograd::FunctionPostHook {
@@ -118,17 +106,9 @@ struct ShareHook : torch::autograd::FunctionPostHook {
     }
     if (!python_alive()) return outputs;
     PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *grad = total.defined() ? THPVariable_Wrap(std::move(total)) : (Py_INCREF(Py_None), Py_None);
-    if (grad != nullptr) {
-      auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
-      at::impl::PythonTorchFunctionTLS::set_disabled_state(at::impl::TorchFunctionDisabledState::ALL_DISABLED);
-      PyObject *args[2] = {share->index, grad};
-      PyObject *res = PyObject_Vectorcall(share->fn, args, 2, nullptr);
-      at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
-      Py_DECREF(grad);
-      Py_XDECREF(res);
-    }
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(share->fn);
+    PyObject *grad = wrap_grad(std::move(total));
+    share->fn.call(grad);
+    Py_XDECREF(grad);
     PyGILState_Release(st);
     return outputs;  // the gradients go on unchanged
   }

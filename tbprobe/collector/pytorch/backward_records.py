@@ -38,29 +38,16 @@ class BackwardTracker:
     # (`nr` is the tensor's output_nr among the node's incoming gradients). A tensor without a node (a leaf) keeps
     # a tensor hook.
     def on_out(self, i: int, grad: Optional[torch.Tensor]) -> None:
-        s = self.session
-        if self.done or not s.active or s.step != self.step:
-            return
-        if s.deferred:
-            s.flush_deferred()
-        s.busy += 1
-        try:
-            with _NoTorchFunction():
-                self.started = True
-                if not self.began and s.filter.contextual:
-                    self._begin()
-                self.out_items[i] = s.items.item_at(grad, f"{self.name}.input", i) if s.record_data(self.name) \
-                    else None
-                self.missing_out -= 1
-                self._maybe_finish()
-        except Exception as exc:
-            s.guard.report("backward hook", exc)
-        finally:
-            s.busy -= 1
+        """The gradient of output i: the record's input i."""
+        self._arrive(i, grad, True)
 
     def on_in(self, i: int, grad: Optional[torch.Tensor]) -> None:
+        """The module's share of input i's gradient: the record's output i. It may come before the output
+        gradients when the module returns its input (an identity module)."""
+        self._arrive(i, grad, False)
+
+    def _arrive(self, i: int, grad: Optional[torch.Tensor], out: bool) -> None:
         s = self.session
-        # may come before the output gradients when the module returns its input (an identity module)
         if self.done or not s.active or s.step != self.step:
             return
         if s.deferred:
@@ -68,11 +55,18 @@ class BackwardTracker:
         s.busy += 1
         try:
             with _NoTorchFunction():
+                if out:
+                    self.started = True
                 if not self.began and s.filter.contextual:
                     self._begin()
-                self.in_items[i] = s.items.item_at(grad, f"{self.name}.output", i) if s.record_data(self.name) \
-                    else None
-                self.missing_in -= 1
+                item = (s.items.item_at(grad, f"{self.name}.input" if out else f"{self.name}.output", i)
+                        if s.record_data(self.name) else None)
+                if out:
+                    self.out_items[i] = item
+                    self.missing_out -= 1
+                else:
+                    self.in_items[i] = item
+                    self.missing_in -= 1
                 self._maybe_finish()
         except Exception as exc:
             s.guard.report("backward hook", exc)

@@ -746,6 +746,51 @@ def test_parameters_grad_is_the_accumulated_gradient_with_micro_batches(tmp_path
     assert got1["Max"] == total.max().item() and got1["Norm"] == pytest.approx(total.norm().item(), rel=1e-6)
 
 
+class _Gate(torch.nn.Module):
+    """`extra` is used only when asked: in the other passes it gets no gradient (an unused parameter, an expert
+    no token reached)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(4, 4))
+        self.extra = torch.nn.Parameter(torch.zeros(4))
+
+    def forward(self, x, use_extra=False):
+        return x @ self.w + (self.extra if use_extra else 0)
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_parameters_grad_of_a_pass_where_some_parameters_get_no_gradient(tmp_path, level):
+    """A record for each backward pass, with the gradients that came in it (written when the pass ends), as the
+    reference writes one; before, a module with a parameter left out of a pass lost that pass's record, and
+    with micro-batches the next pass's gradients took its index."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_Gate(), torch.nn.Tanh(), torch.nn.Linear(4, 3))
+    x, y = torch.randn(5, 4), torch.randn(5, 3)
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    grads = []
+    for use_extra in (False, True):     # two micro-batches: `extra` is used by the second alone
+        torch.nn.functional.mse_loss(model[2](model[1](model[0](x, use_extra))), y).backward()
+        grads.append({n: p.grad.clone() for n, p in model[0].named_parameters() if p.grad is not None})
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = dump_of(tmp_path)["dump"]["data"]
+    names = [k for k in data if k.startswith("Module.0._Gate.parameters_grad.")]
+    assert names == ["Module.0._Gate.parameters_grad.0", "Module.0._Gate.parameters_grad.1"]
+    for name, want in zip(names, grads):
+        got = data[name]
+        assert sorted(got) == sorted(want)
+        for pname, g in want.items():
+            assert got[pname][0]["Max"] == g.max().item()
+            assert got[pname][0]["Norm"] == pytest.approx(g.norm().item(), rel=1e-6)
+    # the first pass's record is written at its end, before the second pass's records
+    order = list(data)
+    assert order.index(names[0]) < order.index("Module.2.Linear.backward.1")
+
+
 def test_in_place_work_on_a_0_dim_tensor_records_its_value_before(tmp_path):
     # a 0-dim tensor's statistics are its value: read when the call is made, not at step end (AdamW's step count
     # `step_t += 1` read 1.0 for its first step)

@@ -219,6 +219,8 @@ class PrecisionDebugger:
         if self._step_open:
             self._step_open = False
             try:
+                if self._modules is not None:
+                    self._modules.flush_partial()   # (a pass whose end the engine did not report)
                 record, values = self.session.end_step()
                 record.errors = self.guard.total
                 self._writer.submit(record, values, self._rank_dir())

@@ -18,6 +18,7 @@ __all__ = ["ModuleHooks", "model_problem"]
 log = logging.getLogger("tbprobe.collector")
 
 _NoTorchFunction = torch._C.DisableTorchFunction
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _compiling = torch.compiler.is_compiling
 
 try:   # a module's share of its inputs' gradients from its own nodes (tbprobe/collector/_cgrad.cpp); else views
@@ -39,7 +40,9 @@ class _Call:
 
 
 class _ParamGrads:
-    """Gradients of one module's own parameters in one backward; emitted when the last one arrives."""
+    """Gradients of one module's own parameters in one backward pass; emitted when the last one arrives, or, when
+    some never come in that pass (a parameter the forward did not use, an expert no token reached), with those that
+    came when the pass ends, as the reference emits them."""
 
     def __init__(self, hooks: "ModuleHooks", prefix: str, names: List[str]) -> None:
         self.hooks = hooks
@@ -49,6 +52,8 @@ class _ParamGrads:
         self.step = -1
         self.ran = -1          # the last step in which the module's forward ran (see on_grad)
         self.module_id = 0
+        self.keep = False      # whether the record of the pending gradients is written (the filters' answer)
+        self.listed = False    # in hooks.partial, waiting for the pass's end
         self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
         self.counter = prefix + ".parameters_grad"      # its call counter's key
 
@@ -71,21 +76,29 @@ class _ParamGrads:
             if self.step != s.step:
                 self.pending = {}
                 self.step = s.step
-            keep = s.record_data(self.first_name)
+            if not self.pending:
+                self.keep = s.record_data(self.first_name)
+            keep = self.keep
             # (the record's name, and its saved tensors' files, carry the index it will get when complete)
             self.pending[pname] = [s.items.item_at(grad, params_grad_name(
                 self.prefix, s.counters.peek(self.counter)), pname)] if keep else None
             if len(self.pending) == len(self.names):
-                n = s.counters.next(self.counter)
-                name = params_grad_name(self.prefix, n)
-                if keep:
-                    s.record.add_entry(name, dict(self.pending))
-                self.pending = {}
+                self.emit()
+            elif not self.listed:
+                self.hooks.note_partial(self)
         except Exception as exc:
             s.guard.report("parameter gradient hook", exc)
         finally:
             guard.__exit__(None, None, None)
             s.busy -= 1
+
+    def emit(self) -> None:
+        """The record of the gradients that came, under the module's next parameters_grad index."""
+        s = self.hooks.session
+        n = s.counters.next(self.counter)
+        if self.keep:
+            s.record.add_entry(params_grad_name(self.prefix, n), dict(self.pending))
+        self.pending = {}
 
 
 class ModuleHooks:
@@ -95,6 +108,35 @@ class ModuleHooks:
         self.handles: List[Any] = []
         self.model_ids: set = set()
         self._calls: Dict[int, List[_Call]] = {}
+        self.partial: List[_ParamGrads] = []   # modules some of whose parameter gradients came in this pass
+
+    def note_partial(self, pg: _ParamGrads) -> None:
+        """`pg` has some of its gradients of this backward pass: the rest may never come, so what came is emitted
+        when the pass ends (the engine's final callback), unless the last comes first."""
+        pg.listed = True
+        self.partial.append(pg)
+        if len(self.partial) == 1:
+            try:
+                _queue_callback(self.flush_partial)
+            except RuntimeError:   # not inside the engine (no pass to end): emitted at the step's end
+                pass
+
+    def flush_partial(self) -> None:
+        """At a backward pass's end (or the step's): the parameter gradients that came, for each module still
+        waiting for some."""
+        partial, self.partial = self.partial, []
+        s = self.session
+        for pg in partial:
+            pg.listed = False
+            if not pg.pending:
+                continue
+            if pg.step != s.step:   # (a step begun again without its end)
+                pg.pending = {}
+                continue
+            try:
+                pg.emit()
+            except Exception as exc:   # (a final callback's error would reach the user's backward)
+                s.guard.report("parameter gradient hook", exc)
 
     def attach(self, model: Union[torch.nn.Module, Sequence[torch.nn.Module]]) -> None:
         """Hooks on every module of `model`, or of every model in a list or tuple (the model chunks of a virtual

@@ -67,3 +67,41 @@ def test_a_compiled_model_records_what_the_eager_model_records(tmp_path, level, 
     assert n_e == n_c and len(n_e) > 5
     assert c_e == c_c
     assert not [str(w.message) for w in recwarn if "tbprobe" in str(w.message)]
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_model_compiled_and_run_before_the_first_start_is_recorded(tmp_path, whole, caplog):
+    """Dynamo leaves module hooks out of its guards, so code compiled before start() added them never called
+    them: an empty dump at L0, without a word (warm-up steps, a later step window). That code is dropped once, with
+    a warning, and the collected steps record what the eager model records."""
+    runs = []
+    for compiled in (False, True):
+        out = tmp_path / ("compiled" if compiled else "eager")
+        out.mkdir()
+        model, data, loss_fn = build("mlp")
+        if compiled and not whole:   # only the first layer compiled, inside the eager model
+            model.fc1 = torch.compile(model.fc1, backend="eager")
+        run = torch.compile(model, backend="eager") if compiled and whole else model
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        collected_step(None, model, opt, loss_fn, *data[0], forward=run)      # a warm-up step, not collected
+        dbg = make_debugger(out, level="L0", steps=2)
+        for step in range(2):
+            collected_step(dbg, model, opt, loss_fn, *data[step], forward=run)
+            dbg.step()
+        dbg.close()
+        assert dbg.hook_errors == 0
+        runs.append([_names(str(out / "dump"), s) for s in range(2)])
+    eager, compiled = runs
+    for names in eager:
+        assert len(names) > 5
+    if whole:
+        assert compiled == eager
+    else:   # the compiled layer's records come under its wrapper, OptimizedModule, and the module it wraps
+        for names in compiled:
+            fc1 = [n.replace("Module.fc1._orig_mod.", "Module.fc1.") for n in names
+                   if n.startswith("Module.fc1._orig_mod.")]
+            assert fc1 == [n for n in eager[0] if n.startswith("Module.fc1.")]
+            assert "Module.fc1.OptimizedModule.forward.0" in names
+            assert [n for n in names if not n.startswith("Module.fc1.")] == \
+                [n for n in eager[0] if not n.startswith("Module.fc1.")]
+    assert any("compiles again" in r.getMessage() for r in caplog.records)

@@ -142,11 +142,14 @@ class ModuleHooks:
         """Hooks on every module of `model`, or of every model in a list or tuple (the model chunks of a virtual
         pipeline), named as the reference names them: `Module.<path>.<Class>`, `Module.<i>.<path>.<Class>` for
         the i-th model of a list."""
+        before = len(self.handles)
         if isinstance(model, (list, tuple)):
             for i, m in enumerate(model):
                 self._attach_one(m, f"{self.prefix}.{i}")
         else:
             self._attach_one(model, self.prefix)
+        if len(self.handles) > before:
+            _drop_code_compiled_without_hooks(self.session.guard.report)
 
     def _attach_one(self, model: torch.nn.Module, prefix: str) -> None:
         if id(model) in self.model_ids:
@@ -328,6 +331,27 @@ class ModuleHooks:
             return None
 
         return post_hook
+
+
+def _drop_code_compiled_without_hooks(report) -> None:
+    """Code that torch.compile made before the hooks existed never calls them: dynamo leaves module hooks out of
+    its guards (torch._dynamo.config.skip_nnmodule_hook_guards, on by default), so a compiled model run before the
+    first start() (warm-up steps, a later step window) gave an empty dump at L0, without a word. That code is
+    dropped (torch._dynamo.reset_code_caches) and compiles again, with the hooks, the next time it runs."""
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")   # (not imported: nothing was compiled)
+    if convert_frame is None:
+        return
+    try:
+        import torch._dynamo as dynamo
+
+        if not dynamo.config.skip_nnmodule_hook_guards or not any(
+                ref() is not None for ref in convert_frame.input_codes.seen):
+            return
+        dynamo.reset_code_caches()
+        log.warning("tbprobe: code compiled by torch.compile before the collector's module hooks were added would "
+                    "not call them: it is dropped and compiles again (once) with them")
+    except Exception as exc:
+        report("torch.compile's code caches", exc)
 
 
 def _alias_inputs(args: tuple, kwargs: dict):

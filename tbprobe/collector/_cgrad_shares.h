@@ -75,13 +75,16 @@ PyObject *same_edge(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 }
 
 // One input's share: its contributions still to come and their sum so far; fn(index, sum) when the last is in.
+// A later backward pass through the same nodes (retain_graph) gathers it again (backward_records.py says why).
 struct Share {
   HookFn fn;
+  size_t count;      // the contributions of a pass
   size_t remaining;
+  int task = -1;     // the backward pass (graph task) the last contribution came in
   at::Tensor sum;
   std::mutex lock;
 
-  Share(PyObject *f, PyObject *i, size_t n) : fn(f, i), remaining(n) {}
+  Share(PyObject *f, PyObject *i, size_t n) : fn(f, i), count(n), remaining(n) {}
 };
 
 struct ShareHook : torch::autograd::FunctionPostHook {
@@ -95,7 +98,12 @@ struct ShareHook : torch::autograd::FunctionPostHook {
     at::Tensor total;
     {
       std::lock_guard<std::mutex> guard(share->lock);
-      if (share->remaining == 0) return outputs;
+      int task = torch::autograd::get_current_graph_task_id();
+      if (share->remaining == 0) {
+        if (task == share->task) return outputs;
+        share->remaining = share->count;  // a later pass: gathered anew
+      }
+      share->task = task;
       if (slot < outputs.size() && outputs[slot].defined()) {
         at::NoGradGuard no_grad;
         share->sum = share->sum.defined() ? at::add(share->sum, outputs[slot]) : outputs[slot];

@@ -791,6 +791,44 @@ def test_parameters_grad_of_a_pass_where_some_parameters_get_no_gradient(tmp_pat
     assert order.index(names[0]) < order.index("Module.2.Linear.backward.1")
 
 
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_two_backward_passes_through_one_graph_record_the_last(tmp_path, level):
+    """retain_graph: the same graph backpropagated twice (two losses one after the other, a gradient penalty's
+    autograd.grad before the backward). Each backward record is gathered again in the second pass and written
+    over the first, as the reference keeps the last pass, the one the optimizer's gradients come from; each pass
+    has its own parameters_grad record. Before, the records kept the first pass."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    x, y = torch.randn(5, 4), torch.randn(5, 3)
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    out = model(x)
+    seen = []
+    out.register_hook(lambda g: seen.append(g.clone()))
+    torch.nn.functional.mse_loss(out, y).backward(retain_graph=True)
+    first = model[2].weight.grad.clone()
+    (10 * out.pow(2).mean()).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = dump_of(tmp_path)["dump"]["data"]
+    last = seen[1]
+    assert not torch.allclose(seen[0], last)
+    got = data["Module.2.Linear.backward.0"]["input"][0]
+    assert got["Norm"] == pytest.approx(last.norm().item(), rel=1e-6) and got["Max"] == last.max().item()
+    # the module's share of its input's gradient (read off its own nodes, _cgrad's shares) is the second pass's
+    share = data["Module.2.Linear.backward.0"]["output"][0]
+    assert share["Norm"] == pytest.approx((last @ model[2].weight).norm().item(), rel=1e-5)
+    assert data["Module.2.Linear.parameters_grad.0"]["weight"][0]["Norm"] == pytest.approx(first.norm().item(),
+                                                                                       rel=1e-6)
+    assert data["Module.2.Linear.parameters_grad.1"]["weight"][0]["Norm"] == pytest.approx(
+        model[2].weight.grad.norm().item(), rel=1e-6)
+    if level == "mix":
+        op = data["Functional.linear.1.backward"]["input"][0]
+        assert op["Norm"] == pytest.approx(last.norm().item(), rel=1e-6)
+
+
 def test_in_place_work_on_a_0_dim_tensor_records_its_value_before(tmp_path):
     # a 0-dim tensor's statistics are its value: read when the call is made, not at step end (AdamW's step count
     # `step_t += 1` read 1.0 for its first step)

@@ -12,13 +12,18 @@ __all__ = ["BackwardTracker", "NodeTracker", "NodeHook"]
 
 # tbprobe's own work in a backward pass, which runs with the operator mode on (backward_pass.py): kept out of it
 _NoTorchFunction = torch._C.DisableTorchFunction
+# Which backward pass runs (-1 outside one). A record complete in one pass and reached again in a later one (the
+# same graph backpropagated twice with retain_graph, a gradient penalty's autograd.grad before the backward) is
+# gathered again and written over: the last pass's, as the reference keeps it, and the one the parameters'
+# gradients come from.
+_graph_task = torch._C._current_graph_task_id
 
 
 class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "began", "done", "step")
+                 "began", "done", "step", "task", "expect")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -32,6 +37,8 @@ class BackwardTracker:
         self.began = False     # the filters were told the module's backward began (a scope or a listed module)
         self.done = False
         self.step = session.step
+        self.task = None       # the backward pass its gradients came in (_graph_task)
+        self.expect = (n_out, n_in)   # how many gradients a pass brings: (outputs', inputs'), at the first
 
     # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
     # _cgrad's C++ hooks (tbprobe/collector/_cgrad.cpp), or Python's node prehooks as `partial(on_*_node, i, nr)`
@@ -48,10 +55,19 @@ class BackwardTracker:
 
     def _arrive(self, i: int, grad: Optional[torch.Tensor], out: bool) -> None:
         s = self.session
-        if self.done or not s.active or s.step != self.step:
+        if not s.active or s.step != self.step:
             return
         if s.deferred:
             s.flush_deferred()
+        task = _graph_task()
+        if task != self.task:
+            if self.task is None:
+                self.expect = (self.missing_out, self.missing_in)
+            elif self.done and self.started:
+                self._again()
+            self.task = task
+        if self.done:
+            return
         s.busy += 1
         try:
             with _NoTorchFunction():
@@ -72,6 +88,13 @@ class BackwardTracker:
             s.guard.report("backward hook", exc)
         finally:
             s.busy -= 1
+
+    def _again(self) -> None:
+        """A later backward pass reaches the complete record: gathered anew, and written over the last."""
+        self.out_items = [None] * len(self.out_items)
+        self.in_items = [None] * len(self.in_items)
+        self.missing_out, self.missing_in = self.expect
+        self.started = self.began = self.done = False
 
     def _begin(self) -> None:
         """Tell the filters the module's backward began (its first gradient arrived): a scope or a listed module."""
@@ -111,7 +134,7 @@ class NodeTracker:
 
     The record's "input" are the gradients flowing into those nodes, its "output" the gradients they produce."""
 
-    __slots__ = ("session", "name", "parent", "ins", "outs", "missing", "step", "listed")
+    __slots__ = ("session", "name", "parent", "ins", "outs", "missing", "nodes", "step", "listed", "task")
 
     def __init__(self, session: "Session", name: str, parent: Optional[str], n_nodes: int) -> None:
         self.session = session
@@ -119,9 +142,10 @@ class NodeTracker:
         self.parent = parent
         self.ins: List[Any] = []
         self.outs: List[Any] = []
-        self.missing = n_nodes
+        self.missing = self.nodes = n_nodes
         self.step = session.step
         self.listed = False     # in the session's partial_nodes
+        self.task = None        # the backward pass its nodes ran in (_graph_task)
 
     def on_share(self, grad: Optional[torch.Tensor]) -> None:
         """A call that returned a module's input as it is, inside that module: its backward is the module's share
@@ -130,7 +154,14 @@ class NodeTracker:
 
     def on_node(self, grad_inputs, grad_outputs) -> None:
         s = self.session
-        if not s.active or s.step != self.step or self.missing <= 0:
+        if not s.active or s.step != self.step:
+            return
+        task = _graph_task()
+        if task != self.task:
+            if self.missing <= 0:    # complete in an earlier pass: gathered anew, and written over
+                self.ins, self.outs, self.missing = [], [], self.nodes
+            self.task = task
+        elif self.missing <= 0:
             return
         if s.deferred:
             s.flush_deferred()

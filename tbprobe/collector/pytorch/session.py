@@ -296,6 +296,7 @@ class Session:
                     g.register_hook(NodeHook(tr))
                 tr.missing = len(nodes)
         tr.missing += len(shares)
+        tr.nodes = tr.missing
         if not tr.missing:
             return
         if shares:

@@ -104,7 +104,9 @@ struct HookFn {
   // kept out of the operator mode, which is on during a backward pass (backward_pass.py), as
   // torch.overrides.DisableTorchFunction would keep it, without its Python object. fn reports its own errors
   // (HookGuard); what is left (no memory to make an argument) is reported as unraisable: it must never reach the
-  // engine, which would abort the user's backward.
+  // engine, which would abort the user's backward. A Ctrl-C that landed in fn is the user's: the engine would turn
+  // it into a RuntimeError, so it is raised again as a fresh interrupt, which Python delivers (to the main
+  // thread's SIGINT handler) as soon as Python code runs there: at the latest when backward() returns.
   void call(PyObject *a, PyObject *b) const {
     if (a != nullptr && b != nullptr) {
       auto was = at::impl::PythonTorchFunctionTLS::get_disabled_state();
@@ -113,7 +115,13 @@ struct HookFn {
       Py_XDECREF(PyObject_Vectorcall(fn, args, 2, nullptr));
       at::impl::PythonTorchFunctionTLS::set_disabled_state(was);
     }
-    if (PyErr_Occurred()) PyErr_WriteUnraisable(fn);
+    if (PyErr_Occurred() == nullptr) return;
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+      PyErr_Clear();
+      PyErr_SetInterrupt();
+    } else {
+      PyErr_WriteUnraisable(fn);
+    }
   }
 
   void call(PyObject *b) const { call(first, b); }

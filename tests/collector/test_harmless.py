@@ -67,6 +67,58 @@ def test_hook_exception_is_caught_counted_logged_once(tmp_path, monkeypatch, cap
     assert max(dbg.guard.counts.values()) > 1            # ... however often it happened
 
 
+def _interrupt_once(monkeypatch, owner, attr):
+    """owner.attr raises KeyboardInterrupt the first time it is called after `arm()`: a Ctrl-C landing there."""
+    orig = getattr(owner, attr)
+    armed = [False]
+
+    def cut(*args, **kwargs):
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+        return orig(*args, **kwargs)
+
+    monkeypatch.setattr(owner, attr, cut)
+    return lambda: armed.__setitem__(0, True)
+
+
+@pytest.mark.parametrize("where", ["backward hook", "operator pre-call"])
+def test_a_ctrl_c_inside_the_collector_reaches_the_user_and_the_next_step_records(tmp_path, monkeypatch, where):
+    """A KeyboardInterrupt raised in tbprobe's code is the user's Ctrl-C. From a hook the C++ engine calls, it
+    once went to sys.unraisablehook and training went on as if the key was never pressed; in the operator capture's
+    bookkeeping it left the collector busy, and every later step was recorded empty, without a word."""
+    import tbprobe.collector.pytorch.api_mode as api_mode
+    import tbprobe.collector.pytorch.backward_records as backward_records
+
+    arm = (_interrupt_once(monkeypatch, backward_records.BackwardTracker, "_arrive") if where == "backward hook"
+           else _interrupt_once(monkeypatch, api_mode, "api_name"))
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    dbg = make_debugger(tmp_path, level="mix", steps=3)
+    interrupted = []
+    for step in range(3):
+        dbg.start(model=model)
+        try:
+            if step == 1:
+                arm()
+            loss = model(torch.randn(2, 4)).sum()
+            loss.backward()
+            for _ in range(1000):   # (an interrupt raised again is delivered at the next Python code at the latest)
+                pass
+        except KeyboardInterrupt:
+            interrupted.append(step)
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert interrupted == [1] and not unraisable
+    counts = [len(json.load(open(os.path.join(rank_dirs(str(tmp_path / "dump"), s)[0], "dump.json")))["data"])
+              for s in range(3)]
+    assert counts[0] == counts[2] > 10 and counts[1] < counts[0]
+    assert dbg.session.busy == 0
+
+
 def test_unwritable_dump_path_is_clear_error_at_start(tmp_path):
     from tbprobe import PrecisionDebugger
 

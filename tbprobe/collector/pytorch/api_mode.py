@@ -338,6 +338,9 @@ class ApiCapture:
             s.guard.report("operator pre-call", exc)
             s.busy -= 1
             return func(*args, **kwargs)
+        except BaseException:    # a Ctrl-C landing here: the user's, and nothing of tbprobe's left busy
+            s.busy -= 1
+            raise
         if not custom:
             s.busy -= 1      # (a custom function stays busy: the calls inside it are not recorded)
         try:

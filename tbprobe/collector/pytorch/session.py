@@ -78,6 +78,7 @@ class Session:
     # --- step lifecycle ----------------------------------------------------------------------------------
     def begin_step(self, step: int) -> None:
         self.step = step
+        self.busy = 0   # (none of tbprobe's own work runs between steps: nothing a Ctrl-C cut short stays busy)
         self.record = StepRecord(step)
         self.counters.reset()
         self.filter.reset_step()

@@ -119,6 +119,49 @@ def test_a_ctrl_c_inside_the_collector_reaches_the_user_and_the_next_step_record
     assert dbg.session.busy == 0
 
 
+def test_stop_takes_off_its_own_operator_mode_not_the_one_on_top(tmp_path):
+    """stop() popped whatever torch-function mode was on top: a mode the user pushed after start() was lost (and
+    its own exit then popped tbprobe's), and a second debugger started after the first lost its operator
+    records when the first stopped."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    model = torch.nn.Linear(4, 1)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = make_debugger(tmp_path / "a", level="L1", steps=1)
+    b = make_debugger(tmp_path / "b", level="L1", steps=1)
+    user = Count()
+    a.start()
+    b.start()
+    user.__enter__()
+    a.stop()
+    model(torch.randn(2, 4)).sum().backward()
+    before = Count.calls
+    torch.ones(2) + 1
+    assert Count.calls > before            # the user's mode is still on
+    b.stop()
+    user.__exit__(None, None, None)
+    assert torch._C._len_torch_function_stack() == 0
+    for dbg in (a, b):
+        dbg.step()
+        dbg.close()
+        assert dbg.hook_errors == 0
+
+    def names(d):
+        return list(json.load(open(os.path.join(rank_dirs(str(d / "dump"))[0], "dump.json")))["data"])
+
+    assert names(tmp_path / "a") == []
+    assert "Functional.linear.0.forward" in names(tmp_path / "b") and "Functional.linear.0.backward" in \
+        names(tmp_path / "b")
+
+
 def test_unwritable_dump_path_is_clear_error_at_start(tmp_path):
     from tbprobe import PrecisionDebugger
 

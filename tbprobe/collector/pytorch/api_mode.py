@@ -46,6 +46,20 @@ def _dunder_wrapper(dname: str, orig):
     return wrapper
 
 
+def _pop_own(mode: TorchFunctionMode) -> None:
+    """Take `mode` off the stack of torch-function modes wherever it is. TorchFunctionMode.__exit__ pops the top,
+    which is another mode when one was pushed since (the user's own, or another debugger's started later): that
+    one was popped in place of tbprobe's, and its own exit later popped tbprobe's. The modes above stay, in order."""
+    above = []
+    while torch._C._len_torch_function_stack():
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            break
+        above.append(top)
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
+
+
 class _Mode(TorchFunctionMode):
     def __init__(self, capture: "ApiCapture") -> None:
         super().__init__()
@@ -199,8 +213,8 @@ class ApiCapture:
         if self._mode is None:
             return
         try:
-            self._mode.__exit__(None, None, None)
-        except Exception as exc:  # a mode pushed by user code in between: report, do not raise
+            _pop_own(self._mode)
+        except Exception as exc:  # never into the user's code
             self.session.guard.report("leaving operator capture", exc)
         self._mode = None
 

@@ -5,6 +5,7 @@ Framework-neutral.
 """
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -55,6 +56,30 @@ def _fail(where: str, problem: str) -> None:
     raise TbprobeError(f"config {where}: {problem}")
 
 
+MAX_LISTED = 1_000_000   # how many steps or ranks a config may list, ranges expanded
+_RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*", re.ASCII)   # (str.isdigit takes "²", int() refuses it)
+
+
+# A scope's ends are record names the level writes (a typo would select nothing, without a word): the reference's
+# rule. A module's: Module.<path>.<Class>.forward|backward.<n> (Cell for MindSpore); an operator's:
+# <Prefix>.<api>.<n>.forward|backward.
+_MODULE_NAME = re.compile(r"(Module|Cell)\..+\.(forward|backward)\.[0-9]+", re.ASCII)
+_API_NAME = re.compile(r"(?!Module\.|Cell\.)[A-Za-z][A-Za-z0-9_]*\..+\.[0-9]+\.(forward|backward)", re.ASCII)
+
+
+def _check_scope_name(where: str, name: str, level: str) -> None:
+    module, api = _MODULE_NAME.fullmatch(name), _API_NAME.fullmatch(name)
+    if level == "L0" and not module:
+        _fail(where, f"{name!r} is not a module's record name (Module.<path>.<Class>.forward.<n>), which level L0 "
+                     "writes")
+    if level == "L1" and not api:
+        _fail(where, f"{name!r} is not an operator's record name (e.g. Functional.linear.0.forward), which level L1 "
+                     "writes")
+    if level == "mix" and not (module or api):
+        _fail(where, f"{name!r} is not a record name (Module.<path>.<Class>.forward.<n> or "
+                     "Functional.linear.0.forward)")
+
+
 def _int_list(where: str, value: Any, allow_ranges: bool) -> Tuple[int, ...]:
     if value is None:
         return ()
@@ -68,13 +93,16 @@ def _int_list(where: str, value: Any, allow_ranges: bool) -> Tuple[int, ...]:
             if v < 0:
                 _fail(where, f"negative entry {v}")
             out.append(v)
-        elif allow_ranges and isinstance(v, str) and v.count("-") == 1:
-            lo, hi = v.split("-")
-            if not (lo.strip().isdigit() and hi.strip().isdigit()) or int(lo) > int(hi):
+        elif allow_ranges and isinstance(v, str) and (m := _RANGE.fullmatch(v)):
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
                 _fail(where, f"invalid range {v!r} (want 'a-b' with a <= b)")
-            out.extend(range(int(lo), int(hi) + 1))
+            # (each listed number is held: a range as wide as a long run's whole length is a typo, not a filter)
+            if len(out) + hi - lo + 1 > MAX_LISTED:
+                _fail(where, f"range {v!r} lists {hi - lo + 1} numbers: at most {MAX_LISTED} in all")
+            out.extend(range(lo, hi + 1))
         else:
-            _fail(where, f"invalid entry {v!r}")
+            _fail(where, f"invalid entry {v!r}" + (" (want a number or 'a-b')" if allow_ranges else ""))
     return tuple(sorted(set(out)))
 
 
@@ -141,6 +169,8 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
     cfg.scope = _str_list(f"{where}.scope", block.get("scope"))
     if cfg.scope and len(cfg.scope) != 2:
         _fail(f"{where}.scope", "must hold two full names (first and last of the range) or be empty")
+    for name in cfg.scope:
+        _check_scope_name(f"{where}.scope", name, cfg.level)
     cfg.api_list = _str_list(f"{where}.list", block.get("list"))
     cfg.tensor_list = _str_list(f"{where}.tensor_list", block.get("tensor_list"))
     cfg.data_mode = _str_list(f"{where}.data_mode", block.get("data_mode", ["all"])) or ["all"]
@@ -167,4 +197,6 @@ def load_config(config_path: Optional[str], **overrides: Any) -> CollectorConfig
                 raw = json.load(f)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TbprobeError(f"{config_path}: not a readable JSON file ({exc})") from None
+        except RecursionError:
+            raise TbprobeError(f"{config_path}: not a config file (JSON nested too deep to read)") from None
     return parse_config(raw, **overrides)

@@ -35,6 +35,14 @@ def test_reference_configs_are_accepted(path):
     ({"statistics": {"lists": []}}, "statistics.lists"),
     ({"risk_level": "MOST"}, "risk_level"),
     ({"task": "overflow_check"}, "not supported"),
+    ({"step": ["0-30000000"]}, "at most 1000000"),        # (it was expanded: 2.7 GB and 6 s)
+    ({"step": ["\u00b2-3"]}, "invalid entry"),             # (a superscript digit: a traceback from int())
+    ({"rank": ["1-2x"]}, "invalid entry"),
+    ({"level": "L0", "statistics": {"scope": ["Functional.linear.0.forward", "Module.fc.Linear.forward"]}},
+     "module's record name"),                               # (the scope selected nothing, without a word)
+    ({"level": "L1", "statistics": {"scope": ["Module.fc.Linear.forward.0", "Module.fc.Linear.forward.0"]}},
+     "operator's record name"),
+    ({"level": "mix", "statistics": {"scope": ["fc.forward", "Module.fc.Linear.forward.0"]}}, "'fc.forward'"),
 ])
 def test_bad_config_is_one_clear_error(raw, words):
     with pytest.raises(TbprobeError) as info:
@@ -60,6 +68,10 @@ def test_missing_or_broken_file(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(TbprobeError, match="not a readable JSON"):
         load_config(str(bad))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000 + "]" * 100000)
+    with pytest.raises(TbprobeError, match="nested too deep"):
+        load_config(str(deep))
 
 
 def test_debugger_raises_at_construction(tmp_path):

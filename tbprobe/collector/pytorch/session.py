@@ -5,6 +5,7 @@ mutation). Backward records come from tensor hooks on the call's outputs (gradie
 backward's "input") and on its inputs (their gradients, the backward's "output"); no autograd node is added.
 """
 import dataclasses
+import hashlib
 import linecache
 import os
 import sys
@@ -150,7 +151,7 @@ class Session:
         self.record.slots.append((item, self.stats.add(t), 0))   # (numel is not needed to fill the item)
 
     def _schedule_save(self, item: dict, t: torch.Tensor, key: str) -> None:
-        fname = f"{key}.pt"
+        fname = tensor_file_name(key)
         item["data_name"] = fname
         self.record.tensor_files.append((fname, t.detach().clone()))
 
@@ -375,6 +376,21 @@ def _format_stack(key: tuple) -> List[str]:
         src = linecache.getline(code.co_filename, lineno).strip()
         lines.append(f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {src}")
     return lines
+
+
+_NOT_IN_FILE_NAMES = str.maketrans({"/": "_", "\\": "_", "\0": "_"})
+
+
+def tensor_file_name(key: str) -> str:
+    """The file of a saved tensor in dump_tensor_data/: `<key>.pt`, the key being the record's name and the
+    tensor's place. A key is user text (a save() name, a ModuleDict key such as "enc/0"): a path separator would
+    make it a path, out of the dump (save("../../x")) or into a folder that is not there (which stopped the
+    writer), so separators become "_"; a name too long for the file system is cut, with a hash of the whole."""
+    name = key.translate(_NOT_IN_FILE_NAMES)
+    if len(name.encode("utf-8")) > 200:
+        digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
+        name = name.encode("utf-8")[:150].decode("utf-8", "ignore") + "-" + digest
+    return name + ".pt"
 
 
 def flatten_tensors(value: Any, out: Optional[list] = None) -> list:

@@ -232,6 +232,38 @@ def test_loop_conveniences_and_init_step(tmp_path):
     assert step7 and all("fc2" in n for n in step7)
 
 
+def test_a_step_block_inside_another_is_part_of_the_outer_step(tmp_path):
+    """collect() inside a step_fn (or inside another collect()) once ended the outer step halfway: what came
+    after the inner block was not recorded and the step counter jumped by two."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0, 1], model=model)
+
+    @dbg.step_fn
+    def train_step():
+        with dbg.collect(model):
+            model(torch.randn(1, 2))
+        model(torch.randn(1, 2))
+
+    train_step()
+    assert dbg.current_step == 1
+    with dbg.collect(model):
+        with dbg.collect(model):
+            model(torch.randn(1, 2))
+        model(torch.randn(1, 2))
+    dbg.close()
+    for step in (0, 1):
+        data = load_rank(rank_dirs(str(tmp_path / "dump"), step)[0])["dump"]["data"]
+        assert [n for n in data if n.startswith("Module.0.")] == ["Module.0.Linear.forward.0", "Module.0.Linear.forward.1"]
+
+
+@pytest.mark.parametrize("bad", [True, -1, 1.0, "3"])
+def test_set_init_step_refuses_what_is_not_a_step(tmp_path, bad):
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    with pytest.raises(TbprobeError, match="set_init_step"):   # (True made a folder named stepTrue)
+        dbg.set_init_step(bad)
+    dbg.close()
+
+
 def _debug_json(tmp_path, step=0):
     (rank,) = rank_dirs(str(tmp_path / "dump"), step)
     assert sorted(os.listdir(rank)) == ["debug.json"]      # the reference's level debug: debug.json alone
@@ -257,6 +289,49 @@ def test_debug_level_save(tmp_path):
     assert data["activations_grad.0.debug"] is None           # t does not require grad
     assert data["activations.1.debug"]["w"]["Max"] == 6.0
     assert list(_debug_json(tmp_path, 1)["data"]) == ["activations.0.debug", "activations_grad.0.debug"]
+
+
+def test_saved_tensor_files_stay_in_the_dump_whatever_the_names(tmp_path):
+    """A saved tensor's file is named from its record: user text. A save() name with "../" once wrote outside
+    the dump, and a ModuleDict key such as "enc/0" made a path into a folder that is not there, which stopped the
+    writer for the rest of the run. Separators become "_", and an overlong name is cut (with a hash)."""
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "d" / "dump"), task="tensor", level="debug", step=[0])
+    dbg.save(torch.arange(3.0), "../../../escape")
+    dbg.save(torch.ones(2), "x" * 400)
+    dbg.step()
+    model = torch.nn.ModuleDict({"enc/0": torch.nn.Linear(2, 2)})
+    l0 = make_debugger(tmp_path, level="L0", task="tensor", steps=1)
+    l0.start(model=model)
+    model["enc/0"](torch.randn(1, 2)).sum().backward()
+    l0.stop()
+    l0.step()
+    for d in (dbg, l0):
+        d.close()
+        assert d.hook_errors == 0
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "d", "dump", "dump_tb"]   # nothing beside the dumps
+    debug_dir = rank_dirs(str(tmp_path / "d" / "dump"))[0]
+    with open(os.path.join(debug_dir, "debug.json")) as f:
+        debug = json.load(f)
+    for doc, rank_dir in ((debug, debug_dir), (dump_of(tmp_path)["dump"], rank_dirs(str(tmp_path / "dump"))[0])):
+        names = [v["data_name"] for v in _items(doc["data"]) if "data_name" in v]
+        assert names and all("/" not in n and len(n) < 255 for n in names)
+        files = os.listdir(os.path.join(rank_dir, "dump_tensor_data"))
+        assert sorted(files) == sorted(set(names))
+        for n in names:
+            torch.load(os.path.join(rank_dir, "dump_tensor_data", n))
+    assert sorted(os.listdir(tmp_path / "d")) == ["dump", "dump_tb"]
+    assert debug["data"]["../../../escape.0.debug"]["data_name"] == ".._.._.._escape.0.debug.pt"
+
+
+def _items(value):
+    if isinstance(value, dict):
+        if "data_name" in value:
+            yield value
+        for v in value.values():
+            yield from _items(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _items(v)
 
 
 def test_debug_level_save_backward(tmp_path):

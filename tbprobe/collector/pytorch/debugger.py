@@ -5,7 +5,7 @@ import functools
 import logging
 import os
 import time
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, ContextManager, Iterator, List, Optional, Sequence, Union
 
 import torch
 
@@ -103,6 +103,7 @@ class PrecisionDebugger:
         self._tokens = TokenWindow(self._pause_collection, self._resume_collection)
         self._rank_id: Optional[int] = None       # start(rank_id=...): the rank when torch.distributed cannot tell
         self._collecting = False                  # between start() and stop()
+        self._in_step_block = False               # inside step_fn or collect() (_one_step)
         self._told_scheduled = False
         instances.register(self, cfg.dump_path)
 
@@ -237,7 +238,7 @@ class PrecisionDebugger:
 
     @instances.on_latest
     def set_init_step(self, step: int) -> None:
-        if not isinstance(step, int) or step < 0:
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise TbprobeError(f"set_init_step: invalid step {step!r}")
         self.current_step = step
 
@@ -267,22 +268,29 @@ class PrecisionDebugger:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self.start(self.model)
-            try:
+            with self._one_step(self.model):
                 return fn(*args, **kwargs)
-            finally:
-                self.stop()
-                self.step()
 
         return wrapper
 
-    @contextlib.contextmanager
-    def collect(self, model: Optional[torch.nn.Module] = None) -> Iterator["PrecisionDebugger"]:
+    def collect(self, model: Optional[torch.nn.Module] = None) -> ContextManager["PrecisionDebugger"]:
         """Context manager for one training step: ``with debugger.collect(model): ...``."""
+        return self._one_step(model)
+
+    @contextlib.contextmanager
+    def _one_step(self, model: Optional[torch.nn.Module]) -> Iterator["PrecisionDebugger"]:
+        """start, the block, stop and step. A step block inside another (a collect() within a step_fn, a helper
+        that collects called from a collected loop) is part of the outer step: it once ended that step halfway,
+        and what came after it in the outer block was not recorded."""
+        if self._in_step_block:
+            yield self
+            return
+        self._in_step_block = True
         self.start(model)
         try:
             yield self
         finally:
+            self._in_step_block = False
             self.stop()
             self.step()
 

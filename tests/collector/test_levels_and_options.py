@@ -264,6 +264,28 @@ def test_set_init_step_refuses_what_is_not_a_step(tmp_path, bad):
     dbg.close()
 
 
+@pytest.mark.parametrize("ranks, env, dumped", [([1], None, False), ([0], None, True), ([1], "1", True),
+                                                 ([0, 2], "1", False), ([], None, True)])
+def test_the_rank_filter_before_torch_distributed_tells_the_rank(tmp_path, monkeypatch, ranks, env, dumped):
+    """Without torch.distributed the rank is the launcher's (RANK, as torchrun sets it before the process group
+    exists), or 0 for a process alone; before, such a process passed every rank filter."""
+    if env is None:
+        monkeypatch.delenv("RANK", raising=False)
+    else:
+        monkeypatch.setenv("RANK", env)
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(tmp_path / "dump"), "level": "L1",
+                               "step": [0], "rank": ranks}))
+    dbg = PrecisionDebugger(config_path=str(cfg))
+    dbg.start()
+    torch.ones(2).add(1)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    steps = glob.glob(str(tmp_path / "dump" / "step*" / "*" / "dump.json"))
+    assert bool(steps) == dumped
+
+
 def _debug_json(tmp_path, step=0):
     (rank,) = rank_dirs(str(tmp_path / "dump"), step)
     assert sorted(os.listdir(rank)) == ["debug.json"]      # the reference's level debug: debug.json alone

@@ -128,7 +128,7 @@ class PrecisionDebugger:
             self._told_scheduled = True
             log.warning("tbprobe: start(scheduled_tokens=...) (a vLLM request's slicing) is not supported: "
                         "each step is collected whole")
-        if not self.steps.step_wanted(self.current_step) or not self.steps.rank_wanted(self._rank()):
+        if not self.steps.step_wanted(self.current_step) or not self.steps.rank_wanted(self._filter_rank()):
             self._uninstall_apis()      # (set_init_step may have moved past the collected steps)
             return
         self._open_writer()
@@ -330,6 +330,16 @@ class PrecisionDebugger:
     # --- internals --------------------------------------------------------------------------------------------
     def _rank(self) -> Optional[int]:
         return self._rank_id if self._rank_id is not None else _rank()
+
+    def _filter_rank(self) -> int:
+        """The rank the `rank` filter asks about: torch.distributed's; before it is set up, the launcher's (RANK,
+        as torchrun sets it); in a process with neither, 0. (A single process once passed every rank filter and
+        was dumped, as rank 0, under `"rank": [1]`.)"""
+        r = self._rank()
+        if r is not None:
+            return r
+        env = os.environ.get("RANK", "")
+        return int(env) if env.isascii() and env.isdigit() else 0
 
     def _rank_dir(self) -> str:
         r = self._rank()

@@ -97,6 +97,13 @@ def test_bad_yaml(tmp_path, capsys):
          str(y), "YAML")
 
 
+def test_missing_manual_matches_file(tmp_path, capsys):
+    # (it was read as no matches, exit 0: a typo in the path went unseen)
+    missing = tmp_path / "nope.vis.config"
+    _bad(tmp_path, ["graph", "-tp", str(F / "npu_stat"), "-gp", str(F / "bench_stat"), "--manual-matches",
+                    str(missing)], capsys, str(missing), "not found")
+
+
 def test_output_not_writable(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")

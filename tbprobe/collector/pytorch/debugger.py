@@ -133,7 +133,7 @@ class PrecisionDebugger:
             return
         self._open_writer()
         if self._writer.failed:
-            self._finish(self._writer.failed)
+            self._finish(None)   # (the writer logged why, once)
             return
         model = model if model is not None else self.model
         if self._modules is not None:

@@ -256,6 +256,19 @@ def test_a_step_block_inside_another_is_part_of_the_outer_step(tmp_path):
         assert [n for n in data if n.startswith("Module.0.")] == ["Module.0.Linear.forward.0", "Module.0.Linear.forward.1"]
 
 
+def test_a_step_block_whose_start_fails_leaves_the_next_one_working(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0])
+    with pytest.raises(TbprobeError, match="start"):
+        with dbg.collect("not a model"):
+            pass
+    with dbg.collect(model):
+        model(torch.randn(1, 2))
+    dbg.close()
+    data = load_rank(rank_dirs(str(tmp_path / "dump"), 0)[0])["dump"]["data"]
+    assert "Module.0.Linear.forward.0" in data
+
+
 @pytest.mark.parametrize("bad", [True, -1, 1.0, "3"])
 def test_set_init_step_refuses_what_is_not_a_step(tmp_path, bad):
     dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])

@@ -286,7 +286,11 @@ class PrecisionDebugger:
             yield self
             return
         self._in_step_block = True
-        self.start(model)
+        try:
+            self.start(model)
+        except BaseException:   # (a bad model: the user's error, and no step was begun)
+            self._in_step_block = False
+            raise
         try:
             yield self
         finally:

@@ -124,3 +124,60 @@ def _layout(value):
     if isinstance(value, list):
         return [_layout(v) for v in value]
     return value
+
+
+def _fsdp_worker(rank: int, dump: str, port: int, level: str) -> None:
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    mesh = init_device_mesh("cpu", (2,))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dbg = PrecisionDebugger(dump_path=dump, level=level, step=[0])
+    dbg.start(model=model)
+    weight = model[0].weight.to_local().detach().clone()    # this rank's shard, as the forward sees it
+    model(torch.randn(3, 4) + rank).sum().backward()
+    opt.step()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(dump, f"expected{rank}.json"), "w") as f:
+        json.dump({"shape": list(weight.shape), "max": weight.max().item(), "errors": dbg.hook_errors}, f)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_fsdp2_parameters_are_summarised_as_each_rank_s_shard(tmp_path, level):
+    """FSDP2 (fully_shard) keeps parameters as DTensors: each rank records its own shard (shape and statistics of
+    the local tensor), as the reference summarises a DTensor's local shard."""
+    dump = str(tmp_path / "dump")
+    os.makedirs(dump)
+    mp.spawn(_fsdp_worker, args=(dump, _free_port(), level), nprocs=2, join=True)
+    maxes = []
+    for rank in (0, 1):
+        with open(os.path.join(dump, f"expected{rank}.json")) as f:
+            want = json.load(f)
+        assert want["errors"] == 0 and want["shape"] == [4, 4]            # half of Linear(4, 8)'s [8, 4] weight
+        with open(os.path.join(dump, "step0", f"rank{rank}", "dump.json")) as f:
+            data = json.load(f)["data"]
+        names = [n for n in data if n.startswith("Module.0.")]
+        assert names[0] == "Module.0.FSDPLinear.forward.0" and "Module.0.FSDPLinear.parameters_grad.0" in names
+        item = data["Module.0.FSDPLinear.forward.0"]["parameters"]["weight"]
+        assert item["type"] == "torch.Tensor" and item["shape"] == want["shape"] and item["Max"] == want["max"]
+        assert data["Module.0.FSDPLinear.parameters_grad.0"]["weight"][0]["shape"] == [4, 4]
+        maxes.append(item["Max"])
+    assert maxes[0] != maxes[1]                      # two shards, not the whole weight twice

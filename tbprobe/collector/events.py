@@ -35,6 +35,7 @@ class HealthEvents:
     def __init__(self, dump_path: str) -> None:
         self.dump_path = dump_path
         self._writers: Dict[str, object] = {}
+        self._paths: Dict[str, str] = {}   # rank dir -> its event file
         self._flushed: Dict[str, float] = {}
         self.available = True
         self._template: tuple = (None, None)   # (Event, its tags)
@@ -43,17 +44,24 @@ class HealthEvents:
         if not self.available:
             return
         w = self._writers.get(rank_dir)
+        now = time.monotonic()
+        flush = now - self._flushed.get(rank_dir, 0.0) >= FLUSH_SECS
+        if w is not None and flush and not os.path.exists(self._paths[rank_dir]):
+            # (the folder was deleted mid-run: a new file, not records written to a lost one; looked at when
+            # flushing, at most every FLUSH_SECS)
+            w.close()
+            w = None
         if w is None:
             try:
-                w = self._writers[rank_dir] = _open_event_file(os.path.join(events_dir(self.dump_path), rank_dir))
+                w, self._paths[rank_dir] = _open_event_file(os.path.join(events_dir(self.dump_path), rank_dir))
+                self._writers[rank_dir] = w
             except ImportError:
                 self.available = False
                 log.warning("tbprobe: tensorboard is not installed: no health event files")
                 return
         w.write(self._event(step, health))
         # a flush per step costs more than a small training step's share; TensorBoard polls every few seconds
-        now = time.monotonic()
-        if now - self._flushed.get(rank_dir, 0.0) >= FLUSH_SECS:
+        if flush:
             self._flushed[rank_dir] = now
             w.flush()
 
@@ -105,9 +113,10 @@ def _open_event_file(logdir: str):
 
     os.makedirs(logdir, exist_ok=True)
     name = "events.out.tfevents.%010d.%s.%s.%s" % (time.time(), socket.gethostname(), os.getpid(), next(_file_ids))
-    w = _record_writer(open(os.path.join(logdir, name), "wb"))
+    path = os.path.join(logdir, name)
+    w = _record_writer(open(path, "wb"))
     first = event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2",
                             source_metadata=event_pb2.SourceMetadata(writer="tbprobe.collector"))
     w.write(first.SerializeToString())
     w.flush()
-    return w
+    return w, path

@@ -46,6 +46,10 @@ class LiveGraph:
                      construct_json=path / "construct.json", stack_json=path / "stack.json", label=label)
         nodes, stacks, ext = api.build_rank_rows(rd)
         db = self._dbs.get(label)
+        if db is not None and not db.path.exists():
+            # (the folder was deleted mid-run, as a dump folder may be: a new database, not writes to a lost file)
+            db.close()
+            db = None
         if db is None:
             os.makedirs(self.dir, exist_ok=True)
             db = LiveVisDb(os.path.join(self.dir, f"build_{label}.vis.db"))

@@ -222,6 +222,41 @@ for step in range(10):
 '''
 
 
+def test_the_dump_and_its_side_folder_deleted_mid_run_come_back(tmp_path, monkeypatch):
+    """`rm -rf` of the dump and of <dump>_tb between steps: the next steps are written again, and so are the health
+    events and the live graph (they were written to the deleted files, and nothing said so)."""
+    import shutil
+
+    import tbprobe.collector.events as events
+    from tbprobe import PrecisionDebugger
+
+    monkeypatch.setattr(events, "FLUSH_SECS", 0.0)   # (the event file is looked for when flushed)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0, 1, 2], live_graph_interval=0.0)
+    for step in range(3):
+        if step == 2:
+            shutil.rmtree(tmp_path / "dump")
+            shutil.rmtree(tmp_path / "dump_tb")
+        dbg.start(model=model)
+        model(torch.randn(1, 2)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step2"]
+    side = tmp_path / "dump_tb"
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    (path,) = [os.path.join(d, f) for d, _, fs in os.walk(side / "events") for f in fs]
+    steps = [e.step for e in EventFileLoader(path).Load() if e.HasField("summary")]
+    assert steps == [2]
+    (db,) = [f for f in os.listdir(side) if f.endswith(".vis.db")]
+    import sqlite3
+
+    with sqlite3.connect(side / db) as conn:
+        assert conn.execute("select count(*) from tb_nodes").fetchone()[0] > 0
+
+
 def test_sigkill_mid_step_leaves_completed_steps_readable(tmp_path):
     dump, flag = str(tmp_path / "dump"), str(tmp_path / "flag")
     script = KILL_SCRIPT.format(here=HERE, dump=dump, cfgp=str(tmp_path / "c.json"), flag=flag)

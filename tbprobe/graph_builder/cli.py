@@ -82,12 +82,11 @@ def _layer_map(value: Optional[str]):
 def _manual(value: Optional[str]):
     if not value:
         return None
-    from pathlib import Path
-
     from tbprobe.formats.vis_config import load_matches
-    if not Path(value).is_file():   # (load_matches reads a missing side file as none: asked for by name, it is an error)
-        raise FormatError(Path(value), "manual matches file not found")
-    return load_matches(value)
+    path = Path(value)
+    if not path.is_file():   # (load_matches reads a missing side file as none: asked for by name, it is an error)
+        raise FormatError(path, "manual matches file not found")
+    return load_matches(path)
 
 
 def _cmd_graph(args) -> int:

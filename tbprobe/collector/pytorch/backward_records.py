@@ -136,13 +136,15 @@ class NodeTracker:
 
     __slots__ = ("session", "name", "parent", "ins", "outs", "missing", "nodes", "step", "listed", "task")
 
-    def __init__(self, session: "Session", name: str, parent: Optional[str], n_nodes: int) -> None:
+    def __init__(self, session: "Session", name: str, parent: Optional[str]) -> None:
         self.session = session
         self.name = name
         self.parent = parent
         self.ins: List[Any] = []
         self.outs: List[Any] = []
-        self.missing = self.nodes = n_nodes
+        # the nodes (and module shares) that make the record, and those still to run in this pass: set by
+        # Session.track_node_backward once its hooks are on
+        self.missing = self.nodes = 0
         self.step = session.step
         self.listed = False     # in the session's partial_nodes
         self.task = None        # the backward pass its nodes ran in (_graph_task)

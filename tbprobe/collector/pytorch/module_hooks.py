@@ -130,9 +130,6 @@ class ModuleHooks:
             pg.listed = False
             if not pg.pending:
                 continue
-            if pg.step != s.step:   # (a step begun again without its end)
-                pg.pending = {}
-                continue
             try:
                 pg.emit()
             except Exception as exc:   # (a final callback's error would reach the user's backward)
@@ -206,8 +203,13 @@ class ModuleHooks:
 
     def begin_step(self) -> None:
         """Forget the calls a step left open (a forward that raised where no post-hook ran: under
-        torch.compile, or with the collector stopped before the call ended)."""
+        torch.compile, or with the collector stopped before the call ended), and the parameter gradients a step
+        begun again without its end left waiting."""
         self._calls = {}
+        for pg in self.partial:
+            pg.listed = False
+            pg.pending = {}
+        self.partial = []
 
     def detach(self) -> None:
         for h in self.handles:

@@ -283,11 +283,12 @@ class Session:
         if not hooked and not shares:
             return
         tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.")
-                         if parent and parent not in PSEUDO_PARENTS else None, 0)
+                         if parent and parent not in PSEUDO_PARENTS else None)
+        count = len(shares)
         if hooked:
             if _hook_nodes is not None and not _compiling():
                 # each distinct node once, from C++ (_cgrad.hook_nodes; Dynamo traces only Python's); a leaf has none
-                tr.missing = _hook_nodes(hooked, tr.on_node)
+                count += _hook_nodes(hooked, tr.on_node)
             else:
                 nodes: List[Any] = []
                 for t in hooked:
@@ -296,10 +297,9 @@ class Session:
                         nodes.append(g)
                 for g in nodes:
                     g.register_hook(NodeHook(tr))
-                tr.missing = len(nodes)
-        tr.missing += len(shares)
-        tr.nodes = tr.missing
-        if not tr.missing:
+                count += len(nodes)
+        tr.missing = tr.nodes = count
+        if not count:
             return
         if shares:
             if call.listeners is None:

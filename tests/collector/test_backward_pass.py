@@ -63,3 +63,33 @@ def test_reentrant_checkpointing_is_recorded_as_msprobe_records_it(tmp_path, lev
     ours, _ = run(tmp_path, "tbprobe", level, True)
     theirs, _ = run(tmp_path, "msprobe", level, True)
     assert ours == theirs
+
+
+def checkpoint_stop(tmp_path, tool):
+    python = PEER_PYTHON if tool == "msprobe" else sys.executable
+    out = subprocess.run([python, os.path.join(HERE, "checkpoint_stop_run.py"), tool, str(tmp_path / tool)],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_recomputation_stopped_inside_a_module_records_its_parameters(tmp_path):
+    data = checkpoint_stop(tmp_path, "tbprobe")
+    # each block's recomputation stops in its Linear, the last module that saves a tensor: a call that raised,
+    # with a null output and the module's parameters (as msprobe records it; a module whose forward raises
+    # anything else is recorded with its inputs alone)
+    for b in (0, 1):
+        stopped = data[f"Module.blocks.{b}.fc.Linear.forward.1"]
+        assert stopped["output"] == [None]
+        assert sorted(stopped["parameters"]) == ["bias", "weight"]
+        assert stopped["parameters"] == data[f"Module.blocks.{b}.fc.Linear.forward.0"]["parameters"]
+        assert stopped["input_args"] == data[f"Module.blocks.{b}.fc.Linear.forward.0"]["input_args"]
+
+
+def test_a_stopped_recomputation_is_recorded_as_msprobe_records_it(tmp_path):
+    need_peers()
+    ours, theirs = checkpoint_stop(tmp_path, "tbprobe"), checkpoint_stop(tmp_path, "msprobe")
+    assert sorted(ours) == sorted(theirs)     # (the same records; a few are written in another order)
+    for name, record in theirs.items():
+        assert sorted(ours[name]) == sorted(record), name
+        if record.get("output") == [None]:
+            assert ours[name]["output"] == [None], name

@@ -20,6 +20,10 @@ log = logging.getLogger("tbprobe.collector")
 _NoTorchFunction = torch._C.DisableTorchFunction
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _compiling = torch.compiler.is_compiling
+try:   # how non-reentrant activation checkpointing ends a recomputation: by raising inside the forward
+    from torch.utils.checkpoint import _StopRecomputationError
+except ImportError:
+    _StopRecomputationError = None
 
 try:   # a module's share of its inputs' gradients from its own nodes (tbprobe/collector/_cgrad.cpp); else views
     from tbprobe.collector._cgrad import call_start as _c_call_start
@@ -294,7 +298,8 @@ class ModuleHooks:
                 s.filter.note_end(call.name)
             if s.busy:
                 return None
-            raised = output is None and sys.exc_info()[1] is not None
+            exc = sys.exc_info()[1] if output is None else None
+            raised = exc is not None
             if s.deferred:
                 s.flush_deferred()
             s.busy += 1
@@ -306,9 +311,15 @@ class ModuleHooks:
                 if raised:
                     # the forward raised (see always_call): a record of its inputs alone, as the reference keeps.
                     # (A forward returning None while the user's code handles an exception is taken for one that
-                    # raised.)
+                    # raised.) A checkpoint's recomputation stopped inside the module is recorded as the
+                    # reference records it: with a null output and the module's parameters.
                     if s.record_data(name):
-                        s.add_entry(name, {"input_args": call.args_items, "input_kwargs": call.kwargs_items})
+                        entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items}
+                        if _StopRecomputationError is not None and isinstance(exc, _StopRecomputationError):
+                            entry["output"] = [None]
+                            entry["parameters"] = {pn: s.items.item_at(p, f"{name}.parameters", pn)
+                                                   for pn, p in _own_parameters(mod)}
+                        s.add_entry(name, entry)
                     return None
                 if s.record_data(name):
                     out = output if isinstance(output, (list, tuple)) else [output]

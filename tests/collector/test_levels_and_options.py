@@ -939,6 +939,43 @@ def test_two_backward_passes_through_one_graph_record_the_last(tmp_path, level):
         assert op["Norm"] == pytest.approx(last.norm().item(), rel=1e-6)
 
 
+class _TwoOutputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return h * 2, h * 3
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_record_left_incomplete_by_one_pass_is_gathered_anew_in_the_next(tmp_path, level):
+    """Two losses backpropagated one after the other, each from one of a module's two outputs: the first pass
+    brings one output's gradient, the second the other's. The module's record is the last pass's, as the
+    reference's (the other output's gradient null), not a mix of the two passes. Before, it held both."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_TwoOutputs())      # (the root module has no record of its own)
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    a, b = model(torch.randn(3, 4))
+    grads = []
+    b.register_hook(lambda g: grads.append(g.clone()))
+    a.sum().backward(retain_graph=True)
+    (b * 5).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = dump_of(tmp_path)["dump"]["data"]
+    first, second = data["Module.0._TwoOutputs.backward.0"]["input"]
+    assert first is None
+    assert second["Norm"] == pytest.approx(grads[0].norm().item(), rel=1e-6)
+    # the inner Linear's record is complete in both passes: the second's (its gradient from b alone)
+    got = data["Module.0.fc.Linear.backward.0"]["input"][0]
+    assert got["Norm"] == pytest.approx((grads[0] * 3).norm().item(), rel=1e-6)
+
+
 def test_in_place_work_on_a_0_dim_tensor_records_its_value_before(tmp_path):
     # a 0-dim tensor's statistics are its value: read when the call is made, not at step end (AdamW's step count
     # `step_t += 1` read 1.0 for its first step)

@@ -63,7 +63,9 @@ class BackwardTracker:
         if task != self.task:
             if self.task is None:
                 self.expect = (self.missing_out, self.missing_in)
-            elif self.done and self.started:
+            elif self.started or not self.done:
+                # a later backward pass: the record is gathered anew (the last pass is the one kept, as in the
+                # reference), also one the earlier pass left incomplete (an output the first loss did not use)
                 self._again()
             self.task = task
         if self.done:
@@ -90,7 +92,7 @@ class BackwardTracker:
             s.busy -= 1
 
     def _again(self) -> None:
-        """A later backward pass reaches the complete record: gathered anew, and written over the last."""
+        """A later backward pass reaches the record: gathered anew, and written over the last if complete."""
         self.out_items = [None] * len(self.out_items)
         self.in_items = [None] * len(self.in_items)
         self.missing_out, self.missing_in = self.expect
@@ -160,7 +162,7 @@ class NodeTracker:
             return
         task = _graph_task()
         if task != self.task:
-            if self.missing <= 0:    # complete in an earlier pass: gathered anew, and written over
+            if self.task is not None:   # an earlier pass's record, complete or not: gathered anew (the last kept)
                 self.ins, self.outs, self.missing = [], [], self.nodes
             self.task = task
         elif self.missing <= 0:

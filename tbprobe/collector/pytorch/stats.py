@@ -93,12 +93,19 @@ def _scalars(t: torch.Tensor, low: bool = False) -> List[torch.Tensor]:
         return [c, c, c, c]
     mn, mx = torch.aminmax(t)
     if low and dt in _HALF:
-        return [mx, mn, t.sum(), torch.linalg.vector_norm(t)]
+        # the Mean itself, in the dtype (StatBuffer.add divides it by 1): a half sum overflows long before the
+        # mean does (65536 values of 2.0)
+        return [mx, mn, t.mean(), torch.linalg.vector_norm(t)]
     if dt in _HALF:
         # accumulated in float32 without a float32 copy of the tensor
         return [mx, mn, t.sum(dtype=torch.float32), torch.linalg.vector_norm(t, dtype=torch.float32)]
-    tf = t.to(torch.float32)
-    return [mx, mn, tf.sum(), torch.linalg.vector_norm(tf)]
+    tf = t.to(torch.float32) if dt is not torch.float64 else t
+    if t.is_cpu:
+        # torch's float32 norm on the CPU is off by 1e-4 on a few million values (float64 tensors, images as
+        # uint8): accumulated in float64, then rounded (an accelerator's float32 reduction is accurate)
+        return [mx, mn, tf.sum(dtype=torch.float32) if tf is t else tf.sum(),
+                torch.linalg.vector_norm(tf, dtype=torch.float64).float()]
+    return [mx, mn, tf.sum(dtype=torch.float32) if tf is t else tf.sum(), torch.linalg.vector_norm(tf).float()]
 
 
 class StatBuffer:
@@ -255,11 +262,15 @@ class StatBuffer:
                     # the float32 division here, as torch's float32 mean does it (rare lane: float64, 64-bit ints)
                     parts[2] = parts[2] / t.numel()
                     self._pending64.append(torch.stack([p.to(torch.float64) for p in parts]))
+                    if parts[0].dtype is torch.int64:
+                        # Max/Min exact past 2**53 (a float64 has 53 bits): kept as integers beside the row
+                        self._exact.append((self._n64, torch.stack(parts[:2])))
         finally:
             if grad:
                 _set_grad(True)
         if lane == 0:
-            self._numel32.append(t.numel())
+            # (precision "low" gives a half tensor's Mean itself: see _scalars)
+            self._numel32.append(1 if self.low_precision and t.dtype in _HALF and t.dim() else t.numel())
             index = self._n32
             self._n32 += 1
         else:
@@ -314,6 +325,10 @@ class StatBuffer:
         one more per device for the counts)."""
         self._merge()
         lanes = (self._host(self._batches32), self._host(self._batches64))
+        if self._exact:
+            exact = torch.stack([pair for _, pair in self._exact]).cpu().tolist()
+            for (index, _), (mx, mn) in zip(self._exact, exact):
+                lanes[1][index][0:2] = mx, mn
         rows = [lanes[lane][index] for lane, index in self._where]
         with torch.no_grad():
             counts = self._counts(rows)
@@ -369,6 +384,7 @@ class StatBuffer:
         self._pending32: List[torch.Tensor] = []
         self._numel32: List[int] = []      # numel of each pending float32 row (its Sum becomes the Mean)
         self._pending64: List[torch.Tensor] = []
+        self._exact: List[Tuple[int, torch.Tensor]] = []   # (row in lane 1, [Max, Min] as int64) of int64 tensors
         self._host_cache: Dict[int, Tuple[Any, int, dict, float]] = {}  # id -> (weakref, version, item, health)
         if self._reader is not None:
             self._reader.clear()
@@ -389,13 +405,15 @@ class StatBuffer:
 
 def _raw_bytes(t: torch.Tensor) -> np.ndarray:
     with torch.no_grad():
-        c = t.detach().contiguous().cpu().reshape(-1)
+        # (a conjugate or negated view's memory holds the values before the conjugation or negation)
+        c = t.detach().resolve_conj().resolve_neg().contiguous().cpu().reshape(-1)
         return c.view(torch.uint8).numpy()
 
 
 def tensor_checksum(t: torch.Tensor) -> str:
     """CRC-32 of the raw bytes, written "%08x" (what the reference calls md5)."""
-    if t.is_cpu and type(t) in _PLAIN and t.layout is _STRIDED and t.is_contiguous():
+    if (t.is_cpu and type(t) in _PLAIN and t.layout is _STRIDED and t.is_contiguous() and not t.is_conj()
+            and not t.is_neg()):
         # the common case without copies: the C CRC-32 (carry-less multiplication, zlib.crc32's result at
         # several times its speed) reads the tensor's own memory, the GIL released
         n = t.numel() * t.element_size()

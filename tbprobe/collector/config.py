@@ -177,8 +177,8 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
     for m in cfg.data_mode:
         _choice(f"{where}.data_mode", m, DATA_MODES)
     cfg.summary_mode = _choice(f"{where}.summary_mode", block.get("summary_mode", "statistics"), SUMMARY_MODES)
-    if cfg.task != "statistics":
-        cfg.summary_mode = "statistics"  # the reference accepts the key in other blocks and ignores it
+    if cfg.task == "structure":
+        cfg.summary_mode = "statistics"  # the reference accepts the key there and ignores it (task tensor uses it)
     if block.get("risk_level") is not None:
         cfg.risk_level = _choice(f"{where}.risk_level", block["risk_level"], RISK_LEVELS)
     if block.get("file_format", "pt") not in ("pt", "npy", "bin"):

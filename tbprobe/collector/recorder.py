@@ -49,7 +49,8 @@ class StepRecord:
         self.dataflow: Dict[str, Dict[str, str]] = {}  # consumer -> {input slot: producer}
         self.slots: List[Tuple[dict, int, int]] = []   # (item, stat slot, numel)
         self.checksums: List[Tuple[dict, str]] = []
-        self.tensor_files: List[Tuple[str, Any]] = []  # (file name, payload) for task tensor / save()
+        # (file name, payload, item naming it) for task tensor / save()
+        self.tensor_files: List[Tuple[str, Any, dict]] = []
         self.errors = 0
         # a NaN or Inf anywhere in the entries (a statistic or a float argument): the writer then encodes with
         # the json module, which writes them as NaN/Infinity as the reference does (orjson would write null)

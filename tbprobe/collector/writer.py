@@ -149,6 +149,7 @@ class StepWriter:
         self.extra_info = extra_info
         self.stacks = stacks
         self.save_tensor = save_tensor
+        self.file_errors = 0     # tensor files that could not be written (and were left out)
         self.on_step_written = on_step_written
         self.failed: Optional[str] = None      # set once a write failed: collection stops
         # file name -> (text, path, identity) of the last step's side file of that name: its link source
@@ -215,8 +216,17 @@ class StepWriter:
             data_dir = os.path.join(out, "dump_tensor_data")
             self._write_files(dirs + (data_dir,), [])
             dirs = ()
-            for fname, payload in record.tensor_files:
-                self.save_tensor(os.path.join(data_dir, fname), payload)
+            for fname, payload, item in record.tensor_files:
+                try:
+                    self.save_tensor(os.path.join(data_dir, fname), payload)
+                except OSError:
+                    raise
+                except Exception as exc:   # this one file is lost, not the step: its item names no file
+                    item.pop("data_name", None)
+                    self.file_errors += 1
+                    if self.file_errors == 1:
+                        log.warning("tbprobe: tensor file %s not written (%s: %s); the step's other files are",
+                                    fname, type(exc).__name__, exc)
         # level debug: the saved values in debug.json, alone (no construct, no stacks), as the reference writes them
         side = [] if self.level == "debug" else self._side_texts(record)
         files = [self._side_file(out, fname, text) for fname, text in side]

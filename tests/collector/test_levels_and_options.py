@@ -3,6 +3,7 @@ import glob
 import json
 import math
 import os
+import zlib
 from typing import Optional
 
 import pytest
@@ -1116,3 +1117,128 @@ def test_an_operator_whose_second_output_gets_no_gradient_keeps_its_backward_rec
     rec = data["Functional.multi_head_attention_forward.0.backward"]
     assert [i["shape"] for i in rec["input"]] == [[5, 4, 8]]        # the output's gradient (sequence first)
     assert rec["input"][0]["Norm"] > 0 and len(rec["output"]) == 1
+
+
+def _local_subclass_model():
+    class Tagged(torch.Tensor):   # defined in a function: pickle cannot find it by name
+        pass
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(x.as_subclass(Tagged)).relu()
+
+    return M()
+
+
+def _tensor_files(tmp_path, step=0):
+    rd = rank_dirs(str(tmp_path / "dump"), step)[0]
+    data = json.load(open(os.path.join(rd, "dump.json")))["data"]
+    named = set()
+
+    def walk(v):
+        if isinstance(v, dict):
+            if isinstance(v.get("data_name"), str):
+                named.add(v["data_name"])
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(data)
+    return named, set(os.listdir(os.path.join(rd, "dump_tensor_data")))
+
+
+def test_a_tensor_subclass_is_saved_as_a_plain_tensor(tmp_path):
+    """A subclass defined in a function cannot be pickled: its file stopped the writer, and every later step was
+    lost. Its file now holds a plain tensor (loadable without the user's class)."""
+    torch.manual_seed(0)
+    model = _local_subclass_model()
+    dbg = make_debugger(tmp_path, level="mix", task="tensor", steps=2)
+    for _ in range(2):
+        dbg.start(model=model)
+        model(torch.randn(2, 4)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    for step in (0, 1):
+        named, files = _tensor_files(tmp_path, step)
+        assert named == files and len(files) > 10
+    rd = rank_dirs(str(tmp_path / "dump"), 1)[0]
+    loaded = torch.load(os.path.join(rd, "dump_tensor_data", "Module.fc.Linear.forward.0.input.0.pt"))
+    assert type(loaded) is torch.Tensor and loaded.shape == (2, 4)
+
+
+def test_a_tensor_file_that_cannot_be_written_loses_that_file_alone(tmp_path, monkeypatch):
+    """One file's error (not the disk's) costs that file: the step's other files and its dump.json are written,
+    the item names no file, and the error is counted."""
+    import tbprobe.collector.pytorch.debugger as debugger_mod
+
+    real = debugger_mod._save_tensor
+
+    def flaky(path, t):
+        if os.path.basename(path).startswith("Module.0.Linear.forward.0.input"):
+            raise ValueError("cannot pickle this one")
+        real(path, t)
+
+    monkeypatch.setattr(debugger_mod, "_save_tensor", flaky)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    dbg = make_debugger(tmp_path, level="L0", task="tensor", steps=2)
+    for _ in range(2):
+        dbg.start(model=model)
+        model(torch.randn(2, 4)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 2
+    for step in (0, 1):
+        named, files = _tensor_files(tmp_path, step)
+        assert named == files and "Module.0.Linear.forward.0.output.0.pt" in files
+        data = dump_of(tmp_path, step)["dump"]["data"]
+        assert "data_name" not in data["Module.0.Linear.forward.0"]["input_args"][0]
+
+
+@pytest.mark.parametrize("data_mode", [["input"], ["forward", "output"], ["backward", "input"]])
+def test_data_mode_writes_the_files_of_the_side_it_keeps_only(tmp_path, data_mode):
+    # the items of the side left out were made, and their files written, before the record dropped them
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    dbg = make_debugger(tmp_path, level="mix", task="tensor", steps=1, data_mode=data_mode)
+    dbg.start(model=model)
+    model(torch.randn(3, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    named, files = _tensor_files(tmp_path)
+    assert named == files and files
+
+
+@pytest.mark.parametrize("summary_mode", ["md5", "xor"])
+def test_task_tensor_takes_the_summary_mode(tmp_path, summary_mode):
+    # the key was ignored for task tensor; the reference adds the CRC beside the statistics (md5), or writes the
+    # xor checksum alone (xor), and saves the files either way
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    cfg = {"task": "tensor", "dump_path": str(tmp_path / "dump"), "rank": [], "step": [0], "level": "L0",
+           "tensor": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": summary_mode}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    dbg = PrecisionDebugger(config_path=str(tmp_path / "config.json"))
+    dbg.start(model=model)
+    x = torch.randn(3, 4)
+    model(x)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    item = dump_of(tmp_path)["dump"]["data"]["Module.0.Linear.forward.0"]["input_args"][0]
+    assert item["data_name"] == "Module.0.Linear.forward.0.input.0.pt"
+    if summary_mode == "md5":
+        assert item["md5"] == "%08x" % zlib.crc32(x.numpy().tobytes()) and item["Max"] == x.max().item()
+        assert list(item).index("data_name") < list(item).index("md5")
+    else:
+        assert item["md5"].startswith("0x") and "Max" not in item
+    named, files = _tensor_files(tmp_path)
+    assert named == files

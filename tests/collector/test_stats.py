@@ -629,3 +629,18 @@ def test_xor_of_a_0_dim_integer_is_its_value_as_a_64_bit_word():
     items, _, _ = summarise([torch.tensor(7), torch.tensor(True), torch.tensor(-3, dtype=torch.int32),
                              torch.tensor(1.5)], summary_mode="xor")
     assert [i["md5"] for i in items] == ["0x0000000000000007", "0x0000000000000001", "0xfffffffffffffffd", 1.5]
+
+
+def test_distributed_arguments_and_memory_formats_are_described_as_the_reference_describes_them():
+    # they were written as null: a MAX all_reduce looked like a SUM one, and a batch of P2P ops had no data
+    import torch.distributed as dist
+
+    op = object.__new__(dist.P2POp)   # (its constructor asks for a process group; test_distributed runs one)
+    op.op, op.tensor, op.peer, op.group, op.tag = dist.isend, torch.ones(3), 1, None, 0
+    items, _, _ = summarise([dist.ReduceOp.MAX, dist.ReduceOp.SUM, torch.channels_last, op])
+    assert items[0] == {"type": "torch.distributed.ReduceOp", "value": "RedOpType.MAX"}
+    assert items[1]["value"] == "RedOpType.SUM"
+    assert items[2] == {"type": "torch.memory_format", "format": "channels_last"}
+    p2p = items[3]
+    assert p2p["class_type"] == "torch.distributed.P2POp" and (p2p["op"], p2p["peer"], p2p["tag"]) == ("isend", 1, 0)
+    assert p2p["tensor"]["shape"] == [3] and p2p["tensor"]["Max"] == 1.0

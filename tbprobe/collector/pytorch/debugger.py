@@ -322,7 +322,8 @@ class PrecisionDebugger:
 
     @property
     def hook_errors(self) -> int:
-        return self.guard.total
+        """Collector errors caught so far (hooks, and tensor files the writer could not write)."""
+        return self.guard.total + (self._writer.file_errors if self._writer is not None else 0)
 
     def close(self) -> None:
         """Write what is pending and release every hook (also done past the last listed step)."""

@@ -135,12 +135,16 @@ class Session:
         """Add a forward/backward record, keeping only the inputs or outputs when data_mode asks for one side: the
         other side's keys are left out, a module's parameters going with its outputs, as the reference writes it."""
         f = self.filter
+        dropped = []
         if not f.inputs:
-            for key in ("input_args", "input_kwargs", "input"):
-                entry.pop(key, None)
+            dropped += [entry.pop(key, None) for key in ("input_args", "input_kwargs", "input")]
         if not f.outputs:
-            entry.pop("output", None)
-            entry.pop("parameters", None)
+            dropped += [entry.pop("output", None), entry.pop("parameters", None)]
+        if dropped and self.record.tensor_files:
+            # the files of the side left out are not written (task tensor, tensor_list)
+            names = set(_data_names(dropped))
+            if names:
+                self.record.tensor_files = [f for f in self.record.tensor_files if f[0] not in names]
         self.record.add_entry(name, entry)
 
     def skip_data(self, name: str) -> None:
@@ -153,7 +157,15 @@ class Session:
     def _schedule_save(self, item: dict, t: torch.Tensor, key: str) -> None:
         fname = tensor_file_name(key)
         item["data_name"] = fname
-        self.record.tensor_files.append((fname, t.detach().clone()))
+        t = t.detach()
+        if type(t) is not torch.Tensor:
+            # a subclass's file holds a plain tensor: one a reader loads without the user's class (and one that
+            # pickles: a class defined in a function does not)
+            try:
+                t = t.as_subclass(torch.Tensor)
+            except Exception:   # (a wrapper subclass without storage: saved as it is)
+                pass
+        self.record.tensor_files.append((fname, t.clone(), item))
 
     def in_module_scope(self) -> bool:
         return self.scope_ids is None or self.scope_depth > 0
@@ -379,6 +391,20 @@ def _format_stack(key: tuple) -> List[str]:
 
 
 _NOT_IN_FILE_NAMES = str.maketrans({"/": "_", "\\": "_", "\0": "_"})
+
+
+def _data_names(value: Any):
+    """The data_name of every item in a record's value (nested lists and dicts)."""
+    if isinstance(value, dict):
+        name = value.get("data_name")
+        if isinstance(name, str):
+            yield name
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                yield from _data_names(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _data_names(v)
 
 
 def tensor_file_name(key: str) -> str:

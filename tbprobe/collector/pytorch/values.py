@@ -33,6 +33,14 @@ def _dtype_name(dt: torch.dtype) -> str:
     return name
 
 
+def _xor_of_value(v):
+    """A 0-dim tensor's xor "checksum", as the reference writes it: a float's value itself, an integer's (or a
+    bool's) as a 64-bit two's complement word, like any other checksum."""
+    if isinstance(v, (bool, int)):
+        return "0x%016x" % (int(v) & 0xFFFFFFFFFFFFFFFF)
+    return v
+
+
 class ItemMaker:
     """Builds items; `on_tensor(item, tensor, key)` lets the session attach stats/checksums/files."""
 
@@ -57,6 +65,10 @@ class ItemMaker:
         # an item is statistics (and md5) only, with nothing saved
         self.host_item = (host_item if task == "statistics" and summary_mode in ("statistics", "md5")
                           and not self.tensor_list else None)
+
+    def _saves(self, key: str, save: bool) -> bool:
+        return self.on_save is not None and (self.tensor_task or save or
+                                             (bool(self.tensor_list) and any(p in key for p in self.tensor_list)))
 
     def tensor_item(self, t: torch.Tensor, key: str, save: bool = False) -> dict:
         if (self.fast and type(t) in _PLAIN and not save and t.layout is _STRIDED and t.dtype in _REDUCIBLE
@@ -89,10 +101,12 @@ class ItemMaker:
             elif odd:
                 item["md5"] = tensor_xor(odd_tensors.checksum_source(t))
             else:
-                item["md5"] = t.item() if t.dim() == 0 else tensor_xor(t)
+                item["md5"] = _xor_of_value(t.item()) if t.dim() == 0 else tensor_xor(t)
             if _nonfinite(item["md5"]):
                 self.nonfinite_scalars += 1
             item["requires_grad"] = t.requires_grad
+            if data and self._saves(key, save):
+                self.on_save(item, odd_tensors.savable(t) if odd else t, key)
             return item
         if not self.structure:
             item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = None
@@ -105,11 +119,10 @@ class ItemMaker:
                 self.fill_row(item, row)
         elif self.fill is None or not self.fill(item, t):
             self.on_stats(item, t)
-        if self.summary_mode == "md5":
-            item["md5"] = tensor_checksum(odd_tensors.checksum_source(t) if odd else t)
-        if self.on_save is not None and (self.tensor_task or save or
-                                         (self.tensor_list and any(p in key for p in self.tensor_list))):
+        if self._saves(key, save):
             self.on_save(item, odd_tensors.savable(t) if odd else t, key)
+        if self.summary_mode == "md5":   # (after the file's name, as the reference orders them)
+            item["md5"] = tensor_checksum(odd_tensors.checksum_source(t) if odd else t)
         return item
 
     def _fields(self, v: Any, names: Any, key: str, save: bool) -> dict:
@@ -188,12 +201,46 @@ class ItemMaker:
             return {"type": "ellipsis", "value": "..."}
         if type(v).__name__ == "ProcessGroup":
             return _process_group(v)
+        if isinstance(v, torch.memory_format):
+            return {"type": "torch.memory_format", "format": _MEMORY_FORMATS.get(v)}
+        if _REDUCE_OPS and isinstance(v, _REDUCE_OPS):
+            return {"type": "torch.distributed.ReduceOp", "value": str(v)}
+        if _P2POP is not None and isinstance(v, _P2POP):
+            return self._p2pop(v, key, save)
         if isinstance(v, (int, float, bool)):  # numpy scalars and friends
             value = v.item() if hasattr(v, "item") else v
             if _nonfinite(value):
                 self.nonfinite_scalars += 1
             return {"type": type(v).__name__, "value": value}
         return None
+
+
+    def _p2pop(self, op: Any, key: str, save: bool) -> dict:
+        """A batch_isend_irecv operation, as the reference writes one: its tensor, direction, peer and group."""
+        item = {"class_type": "torch.distributed.P2POp",
+                "tensor": self._value(op.tensor, key, save),
+                "op": getattr(op.op, "__name__", str(op.op)), "peer": op.peer, "tag": op.tag}
+        try:
+            import torch.distributed as dist
+
+            group = op.group if op.group is not None else dist.distributed_c10d._get_default_group()
+            item["group_id"] = _process_group(group)["group_id"]
+        except Exception:   # (no default group: the op would fail anyway)
+            pass
+        return item
+
+
+_MEMORY_FORMATS = {torch.contiguous_format: "contiguous_format", torch.channels_last: "channels_last",
+                   torch.channels_last_3d: "channels_last_3d", torch.preserve_format: "preserve_format"}
+try:
+    import torch.distributed as _dist
+
+    _REDUCE_OPS: tuple = tuple(t for t in (getattr(_dist, "ReduceOp", None),
+                                           getattr(getattr(_dist, "ReduceOp", None), "RedOpType", None))
+                               if isinstance(t, type))
+    _P2POP = getattr(_dist, "P2POp", None)
+except ImportError:   # a torch built without distributed
+    _REDUCE_OPS, _P2POP = (), None
 
 
 def _is_dataclass(v: Any) -> bool:
@@ -221,6 +268,8 @@ def _process_group(pg: Any) -> dict:
         ranks = dist.get_process_group_ranks(pg)
     except Exception:
         ranks = []
-    # the same group gets the same id on every rank, so the graph builder can pair collectives across ranks
-    return {"type": "torch.ProcessGroup", "group_ranks": list(ranks),
-            "group_id": "%08x" % (zlib.crc32(",".join(map(str, ranks)).encode()) & 0xFFFFFFFF)}
+    # the same group gets the same id on every rank, so the graph builder can pair collectives across ranks: the
+    # reference's id (the CRC-32 of the ranks' list as Python prints it)
+    ranks = list(ranks)
+    return {"type": "torch.ProcessGroup", "group_ranks": ranks,
+            "group_id": "%08x" % (zlib.crc32(str(ranks).encode()) & 0xFFFFFFFF)}

@@ -1242,3 +1242,28 @@ def test_task_tensor_takes_the_summary_mode(tmp_path, summary_mode):
         assert item["md5"].startswith("0x") and "Max" not in item
     named, files = _tensor_files(tmp_path)
     assert named == files
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_parameters_and_buffers_written_without_a_version_bump_are_summarised_anew(tmp_path, level):
+    """batch_norm's CPU kernel updates the running statistics in place without bumping their version, and so does
+    a write through .data (an EMA, a hand-written optimizer): a second forward in the step recorded the values of
+    the first, from the statistics cache. Leaves are no longer remembered."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    seen = []
+    for _ in range(3):
+        seen.append((model[1].running_mean.max().item(), model[0].weight.max().item()))
+        model(torch.randn(8, 4) * 3 + 1).sum().backward()
+        model[0].weight.data.add_(10.0)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    for i, (running_max, weight_max) in enumerate(seen):
+        if level == "mix":
+            bn = data[f"Functional.batch_norm.{i}.forward"]["input_args"]
+            assert bn[1]["Max"] == pytest.approx(running_max, rel=1e-6), i
+        assert data[f"Module.0.Linear.forward.{i}"]["parameters"]["weight"]["Max"] == pytest.approx(weight_max), i

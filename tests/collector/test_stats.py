@@ -105,16 +105,25 @@ def test_views_noncontiguous_and_nested_values():
     assert flag == {"type": "bool", "value": True}
 
 
+def _made(t):
+    """`t` as autograd makes tensors: not a leaf (a leaf, a parameter or buffer, is never remembered: it may be
+    written without a version bump)."""
+    return t.requires_grad_() * 1
+
+
 def test_a_tensor_seen_twice_unmodified_is_summarised_once():
-    t = torch.randn(10)
+    t = _made(torch.randn(10))
     buf = StatBuffer()
     assert buf.add(t) == buf.add(t)
-    t.mul_(2)                       # changed in place: new statistics
+    with torch.no_grad():
+        t.mul_(2)                   # changed in place: new statistics
     assert buf.add(t) == 1
     other = torch.randn(10)
     assert buf.add(other) == 2
+    leaf = torch.randn(10)
+    assert buf.add(leaf) == 3 and buf.add(leaf) == 4
     rows = buf.collect()
-    assert len(rows) == 3 and rows[1][0] == pytest.approx(rows[0][0] * 2)
+    assert len(rows) == 5 and rows[1][0] == pytest.approx(rows[0][0] * 2)
 
 
 def test_checksum_is_crc32_and_xor_is_a_64bit_fold():
@@ -395,11 +404,14 @@ def test_a_0_dim_tensor_filled_at_once_matches_the_batched_path(value):
 
 
 def test_fill_reuses_a_large_tensor_seen_twice_unmodified():
-    t = torch.randn(1 << 15)
+    t = _made(torch.randn(1 << 15))
     first, buf = _filled(t)
     again, _ = _filled(t, buf)
     assert again == first and len(buf._host_cache) == 1
-    t.mul_(-2)                                              # changed in place: summarised anew
+    _filled(torch.randn(1 << 15), buf)                      # a leaf: not remembered
+    assert len(buf._host_cache) == 1
+    with torch.no_grad():
+        t.mul_(-2)                                          # changed in place: summarised anew
     changed, _ = _filled(t, buf)
     assert changed["Max"] == pytest.approx(-2 * first["Min"]) and changed["Min"] == pytest.approx(-2 * first["Max"])
 
@@ -448,25 +460,26 @@ def test_the_cpp_item_reader_is_built():
 def test_the_reader_copies_the_item_of_a_tensor_met_again_unmodified():
     buf = StatBuffer()
     read = buf.host_item
-    t = torch.tensor([1.0, -3.0, 2.0])
+    t = _made(torch.tensor([1.0, -3.0, 2.0]))
     first, again = read(t), read(t)
     assert again == first and again is not first            # a copy: the records never share a dict
     assert buf.host_health() == (0, 3.0, False)
-    t.mul_(2)                                                # a version bump: summarised anew
+    with torch.no_grad():
+        t.mul_(2)                                            # a version bump: summarised anew
     assert read(t)["Min"] == -6.0
     # an alias is another tensor: summarised itself (same values)
     assert read(t.view_as(t))["Min"] == -6.0
     # a change without a version bump (what a collective's C++ does) is seen only once forgotten
-    t.numpy()[1] = -8.0
+    t.detach().numpy()[1] = -8.0
     assert read(t)["Min"] == -6.0
     buf.forget(t)
     assert read(t)["Min"] == -8.0
     # a tensor that died never lends its item to a new one, wherever the new one's memory lies
     for _ in range(50):
-        u = torch.full((3,), 5.0)
+        u = _made(torch.full((3,), 5.0))
         assert read(u)["Max"] == 5.0
         del u
-        w = torch.full((3,), 7.0)
+        w = _made(torch.full((3,), 7.0))
         assert read(w)["Max"] == 7.0
         del w
     # what changes without a version bump but is in the item: requires_grad, and the data itself (`t.data = u`)
@@ -480,7 +493,7 @@ def test_the_reader_copies_the_item_of_a_tensor_met_again_unmodified():
     # nothing is remembered past the step's end
     before = read(t)
     buf.reset()
-    t.numpy()[1] = -9.0
+    t.detach().numpy()[1] = -9.0
     assert read(t)["Min"] == -9.0 and before["Min"] == -8.0
     with pytest.raises(TypeError):
         type(read)("not host items")
@@ -502,14 +515,19 @@ def test_forget_drops_a_large_tensors_remembered_statistics_too():
 def test_the_reader_takes_a_large_tensor_and_remembers_it_until_changed_or_forgotten():
     buf = StatBuffer()
     read = buf.host_item
-    t = torch.ones(1 << 17)                 # large, and past the pass's GIL release (1 << 16)
+    t = _made(torch.ones(1 << 17))          # large, and past the pass's GIL release (1 << 16)
     first = read(t)
     assert first is not None and first["Max"] == 1.0 and first["Norm"] == pytest.approx(2 ** 8.5)
-    t.numpy()[0] = 50.0                     # no version bump: the reader cannot tell, and keeps its item
+    t.detach().numpy()[0] = 50.0            # no version bump: the reader cannot tell, and keeps its item
     assert read(t) == first
     buf.forget(t)                           # (what the distributed capture does after a collective)
     assert read(t)["Max"] == 50.0
-    t.mul_(-1)                              # a version bump: summarised anew
+    leaf = torch.ones(8)
+    assert read(leaf)["Max"] == 1.0
+    leaf.numpy()[0] = 9.0                   # a leaf is never remembered: written through .data, say
+    assert read(leaf)["Max"] == 9.0
+    with torch.no_grad():
+        t.mul_(-1)                          # a version bump: summarised anew
     assert read(t)["Min"] == -50.0
     assert read(t.t().contiguous().view(-1)[: 1 << 16]) is not None   # another tensor, of another size
     assert read(torch.ones(4, 1 << 15).t()) is None   # not contiguous: the Python path, which reads it in place

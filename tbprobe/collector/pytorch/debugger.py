@@ -88,6 +88,7 @@ class PrecisionDebugger:
         self._apis = ApiCapture(self.session, cfg.effective_risk_level) if cfg.level in ("L1", "mix") else None
         self._dist = DistributedCapture(self.session) if cfg.level in ("L1", "mix") else None
         self._writer: Optional[StepWriter] = None
+        self._seen_rank: Optional[int] = None   # torch.distributed's rank, once it was seen (_rank)
         self._events: Optional[HealthEvents] = None
         self._live: Optional[LiveGraph] = None
         self.live_graph = live_graph
@@ -222,6 +223,8 @@ class PrecisionDebugger:
             try:
                 if self._modules is not None:
                     self._modules.flush_partial()   # (a pass whose end the engine did not report)
+                if self._dist is not None:
+                    self._dist.settle(step_end=True)   # asynchronous collectives completed since stop()
                 record, values = self.session.end_step()
                 record.errors = self.guard.total
                 self._writer.submit(record, values, self._rank_dir())
@@ -334,7 +337,14 @@ class PrecisionDebugger:
 
     # --- internals --------------------------------------------------------------------------------------------
     def _rank(self) -> Optional[int]:
-        return self._rank_id if self._rank_id is not None else _rank()
+        if self._rank_id is not None:
+            return self._rank_id
+        r = _rank()
+        if r is not None:
+            # kept once known: a step ended after destroy_process_group() is still this rank's (its folder
+            # became proc<pid> before)
+            self._seen_rank = r
+        return r if r is not None else self._seen_rank
 
     def _filter_rank(self) -> int:
         """The rank the `rank` filter asks about: torch.distributed's; before it is set up, the launcher's (RANK,

@@ -1,15 +1,22 @@
 """torch.distributed collectives as `Distributed.<api>.<n>.forward` records.
 
 torch.distributed functions are not torch functions, so the few collectives are wrapped while capture is on.
-Inputs are summarised before the call, outputs after it; an asynchronous call (async_op=True) is recorded when
-its work handle's wait() returns, since only then does the output hold the result.
+Inputs are summarised before the call, outputs after it. An asynchronous call (a work handle returned: async_op
+given by keyword or position, isend/irecv, batch_isend_irecv's list) is recorded once it has completed, since only
+then does the output hold the result: when its handle's wait() returns (Work.wait is wrapped while capture is
+on), or, waited any other way (its future, is_completed(), DDP's communication hooks), at the next collective,
+at stop() or when the step ends. The user gets torch's own handle back. One that has not completed when its step
+ends is not recorded (a warning says so): the collector never waits for one itself, which could deadlock.
 """
-from typing import Any, Dict
+import logging
+from typing import Any, Callable, Dict, List
 
 from tbprobe.collector.naming import api_name
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["DistributedCapture", "COLLECTIVES"]
+
+log = logging.getLogger("tbprobe.collector")
 
 # The collectives the reference records (checked against msprobe 26.2.0, tests/collector/test_distributed.py). Not
 # barrier, nor the *_object functions: the collectives they make inside (all_gather, broadcast) are recorded.
@@ -32,28 +39,89 @@ _PLACEHOLDERS = {
 _UNCHANGED = {"isend": 0}
 
 
-class _Work:
-    """Stands in for a work handle: records the call once wait() has returned."""
+class _Pending:
+    """An asynchronous call's record, made once all its work handles have completed."""
 
-    def __init__(self, work: Any, finish) -> None:
-        self._work = work
-        self._finish = finish
+    __slots__ = ("works", "finish", "name")
 
-    def wait(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._work.wait(*args, **kwargs)
-        finish, self._finish = self._finish, None
-        if finish is not None:
-            finish()
-        return result
+    def __init__(self, works: List[Any], finish: Callable[[], None], name: str) -> None:
+        self.works = works
+        self.finish = finish
+        self.name = name
 
-    def __getattr__(self, item: str) -> Any:
-        return getattr(self._work, item)
+    def done(self) -> bool:
+        try:
+            return all(w.is_completed() for w in self.works)
+        except Exception:   # (a handle that cannot tell: waited for by wait() alone)
+            return False
 
 
 class DistributedCapture:
     def __init__(self, session: Session) -> None:
         self.session = session
         self._saved: Dict[str, Any] = {}
+        self._pending: Dict[int, _Pending] = {}   # id(work handle) -> its call's record to make
+        self._wait = None                         # Work.wait as torch has it, while it is wrapped
+        self._late = 0                            # calls not complete when their step ended
+
+    # --- asynchronous calls --------------------------------------------------------------------------------
+    def _track(self, works: List[Any], finish: Callable[[], None], name: str) -> None:
+        p = _Pending(works, finish, name)
+        for w in works:
+            self._pending[id(w)] = p
+
+    def _completed(self, p: _Pending) -> None:
+        for w in p.works:
+            self._pending.pop(id(w), None)
+        p.finish()
+
+    def _on_wait(self, work: Any) -> None:
+        p = self._pending.get(id(work))
+        if p is not None and p.done():
+            self._completed(p)
+
+    def settle(self, step_end: bool = False) -> None:
+        """Record the asynchronous calls that have completed; at the step's end, forget the others."""
+        if not self._pending:
+            return
+        for p in list({id(p): p for p in self._pending.values()}.values()):
+            if p.done():
+                self._completed(p)
+        if step_end and self._pending:
+            late = {id(p): p for p in self._pending.values()}
+            self._late += len(late)
+            if self._late == len(late):
+                log.warning("tbprobe: %s was not complete when its step ended (not waited for): not recorded",
+                            next(iter(late.values())).name)
+            self._pending.clear()
+
+    def _wrap_wait(self) -> None:
+        import torch.distributed as dist
+
+        work_type = getattr(dist, "Work", None)
+        if work_type is None or self._wait is not None:
+            return
+        orig = work_type.wait
+        capture = self
+
+        def wait(work, *args: Any, **kwargs: Any) -> Any:
+            result = orig(work, *args, **kwargs)
+            if capture._pending:
+                try:
+                    capture._on_wait(work)
+                except Exception as exc:
+                    capture.session.guard.report("collective wait", exc)
+            return result
+
+        wait.__wrapped__ = orig
+        work_type.wait = wait
+        self._wait = (work_type, orig)
+
+    def _unwrap_wait(self) -> None:
+        if self._wait is not None:
+            work_type, orig = self._wait
+            work_type.wait = orig
+            self._wait = None
 
     def enter(self) -> None:
         try:
@@ -63,6 +131,7 @@ class DistributedCapture:
         if not dist.is_available() or self._saved:
             return
         c10d = getattr(dist, "distributed_c10d", None)
+        self._wrap_wait()
         for name in COLLECTIVES:
             orig = getattr(dist, name, None)
             if orig is not None:
@@ -79,6 +148,9 @@ class DistributedCapture:
             return
         import torch.distributed as dist
 
+        self._unwrap_wait()
+        self.settle()
+
         c10d = getattr(dist, "distributed_c10d", None)
         for name, orig in self._saved.items():
             if c10d is not None and getattr(c10d, name, None) is getattr(dist, name, None):
@@ -92,6 +164,10 @@ class DistributedCapture:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if s.busy or not s.active:
                 return orig(*args, **kwargs)
+            if s.deferred:   # the module backward records complete before the call, ahead of it (api_mode's call)
+                s.flush_deferred()
+            if self._pending:
+                self.settle()
             s.busy += 1
             try:
                 name = api_name("Distributed", api, s.counters.next(f"Distributed.{api}"), "forward")
@@ -117,7 +193,7 @@ class DistributedCapture:
             step = s.step
 
             def finish() -> None:
-                if not s.active or s.step != step:
+                if s.step != step:   # (after stop(), before step(): the step is still open)
                     return
                 s.busy += 1
                 try:
@@ -138,12 +214,23 @@ class DistributedCapture:
                 finally:
                     s.busy -= 1
 
-            if kwargs.get("async_op") or api in ("isend", "irecv"):
-                if result is not None and hasattr(result, "wait"):
-                    return _Work(result, finish)
-            finish()
+            works = _works(result)
+            if works:
+                self._track(works, finish, name)
+            else:
+                finish()
             return result
 
         wrapper.__name__ = api
         wrapper.__wrapped__ = orig
         return wrapper
+
+
+def _works(result: Any) -> List[Any]:
+    """The work handles an asynchronous call returned (one, or batch_isend_irecv's list); [] for a call that
+    completed."""
+    if result is None:
+        return []
+    if isinstance(result, list):
+        return result if result and all(hasattr(w, "is_completed") for w in result) else []
+    return [result] if hasattr(result, "is_completed") and hasattr(result, "wait") else []

@@ -170,7 +170,9 @@ class StatBuffer:
         n = t.numel()
         if not n:
             return False
-        cached = n >= _HOST_CACHE_MIN
+        # (a leaf, a parameter or buffer, may be written without a version bump: .data, batch_norm's running
+        # statistics; only the tensors autograd made are remembered)
+        cached = n >= _HOST_CACHE_MIN and t.grad_fn is not None
         if cached:
             key = id(t)
             try:
@@ -234,8 +236,9 @@ class StatBuffer:
             version = t._version
         except RuntimeError:   # an inference tensor (torch.inference_mode) has no version counter: no cache
             version = None
-        hit = self._cache.get(key)
-        if hit is not None and version is not None and hit[1] == version and hit[0]() is t:
+        cacheable = version is not None and t.grad_fn is not None   # (not a leaf: see fill)
+        hit = self._cache.get(key) if cacheable else None
+        if hit is not None and hit[1] == version and hit[0]() is t:
             return hit[2]
         grad = _grad_enabled()
         if grad:  # two C calls instead of a no_grad context manager per tensor
@@ -283,7 +286,7 @@ class StatBuffer:
             ref = weakref.ref(t)
         except TypeError:
             ref = None
-        if ref is not None and version is not None:
+        if ref is not None and cacheable:
             self._cache[key] = (ref, version, slot)
         self._refs.append((ref, version, t.numel() == 1))
         if self._n32 - self._merged32 >= _BATCH:

@@ -42,6 +42,10 @@ def _flatten(prefix: str, value: Any, out: List[Pair]) -> None:
     if isinstance(value, list):
         for i, sub in enumerate(value):
             _flatten(f"{prefix}.{i}", sub, out)
+    elif isinstance(value, dict) and "class_type" in value and "type" not in value:
+        # an object described by its fields (the reference's torch.distributed.P2POp: its tensor, direction, peer,
+        # tag and group): the graph shows its tensor
+        out.append((prefix, value.get("tensor") if isinstance(value.get("tensor"), dict) else None))
     elif isinstance(value, dict) and "type" not in value and value:
         for key, sub in value.items():
             _flatten(f"{prefix}.{key}", sub, out)

@@ -90,6 +90,71 @@ def test_two_ranks_gloo(tmp_path):
         data[1]["Distributed.all_reduce.0.forward"]["output"][0]["Norm"]
 
 
+def _async_worker(rank: int, dump: str, port: int) -> None:
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dbg = PrecisionDebugger(dump_path=dump, level="mix", step=[0, 1])
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    handles = []
+    for step in range(2):
+        dbg.start(model=model)
+        model(torch.ones(1, 2)).sum().backward()
+        a = torch.full((2,), float(rank + 1))
+        w = dist.all_reduce(a, dist.ReduceOp.MAX, None, True)   # async_op by position
+        handles.append(w)
+        w.wait()
+        dist.all_reduce(torch.full((2,), float(rank + 1)), async_op=True).get_future().wait()
+        w = dist.all_reduce(torch.full((2,), float(rank + 1)), async_op=True)
+        while not w.is_completed():
+            time.sleep(0.001)
+        t = torch.full((3,), 5.0) if rank == 0 else torch.zeros(3)
+        ops = [dist.P2POp(dist.isend if rank == 0 else dist.irecv, t, 1 - rank)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        if step == 1:
+            dist.destroy_process_group()   # before the step ends: its folder is still the rank's
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert all(isinstance(h, dist.Work) for h in handles) and dbg.hook_errors == 0
+
+
+@pytest.mark.slow
+def test_asynchronous_collectives_are_recorded_once_complete_however_they_are_waited_for(tmp_path):
+    """async_op given by position was recorded before the collective completed; a handle waited through its
+    future or polled with is_completed() was never recorded (nor are DDP's communication hooks' all_reduce);
+    the handle the user got was not a torch.distributed.Work; batch_isend_irecv's operations and a ReduceOp were
+    written as null; a collective right after backward() came ahead of the module backward records complete
+    before it; and a step ended after destroy_process_group() went to a proc<pid> folder."""
+    dump = str(tmp_path / "dump")
+    mp.spawn(_async_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    for step in (0, 1):
+        assert sorted(os.listdir(os.path.join(dump, f"step{step}"))) == ["rank0", "rank1"]
+        for rank in (0, 1):
+            with open(os.path.join(dump, f"step{step}", f"rank{rank}", "dump.json")) as f:
+                data = json.load(f)["data"]
+            names = list(data)
+            assert names.index("Module.0.Linear.backward.0") < names.index("Distributed.all_reduce.0.forward")
+            ar = [data[f"Distributed.all_reduce.{i}.forward"] for i in range(3)]
+            assert ar[0]["input_args"][1] == {"type": "torch.distributed.ReduceOp", "value": "RedOpType.MAX"}
+            assert ar[0]["input_args"][0]["Max"] == rank + 1 and ar[0]["output"][0]["Max"] == 2.0
+            assert ar[1]["output"][0]["Max"] == 3.0 and ar[2]["output"][0]["Max"] == 3.0
+            batch = data["Distributed.batch_isend_irecv.0.forward"]
+            (op,) = batch["input_args"][0]
+            assert op["class_type"] == "torch.distributed.P2POp" and op["peer"] == 1 - rank
+            assert op["op"] == ("isend" if rank == 0 else "irecv")
+            # the received tensor after the batch completed
+            assert batch["output"][0][0]["tensor"]["Max"] == 5.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["L1", "mix"])
 def test_two_ranks_record_what_msprobe_records(tmp_path, level):

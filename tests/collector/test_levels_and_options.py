@@ -1267,3 +1267,146 @@ def test_parameters_and_buffers_written_without_a_version_bump_are_summarised_an
             bn = data[f"Functional.batch_norm.{i}.forward"]["input_args"]
             assert bn[1]["Max"] == pytest.approx(running_max, rel=1e-6), i
         assert data[f"Module.0.Linear.forward.{i}"]["parameters"]["weight"]["Max"] == pytest.approx(weight_max), i
+
+
+def test_lazy_unfrozen_and_replaced_parameters_get_their_gradient_records(tmp_path):
+    """Parameter hooks were put once, on the parameters that needed a gradient at the first start(): a LazyLinear
+    (its parameters not materialised yet) was left out whole, a layer unfrozen later and a parameter replaced by a
+    new one (resize_token_embeddings) never got parameters_grad again."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.ReLU(), torch.nn.Linear(4, 4),
+                                torch.nn.Linear(4, 2))
+    model[2].requires_grad_(False)
+    dbg = make_debugger(tmp_path, level="L0", steps=3)
+    for step in range(3):
+        if step == 1:
+            model[2].requires_grad_(True)                                       # unfrozen between steps
+            model[3].weight = torch.nn.Parameter(torch.randn(2, 4))            # replaced between steps
+        dbg.start(model=model)
+        model(torch.randn(2, 3)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    grads = [{k: sorted(v) for k, v in dump_of(tmp_path, step)["dump"]["data"].items() if "parameters_grad" in k}
+             for step in range(3)]
+    for step in range(3):
+        assert grads[step]["Module.0.LazyLinear.parameters_grad.0"] == ["bias", "weight"]
+        assert grads[step]["Module.3.Linear.parameters_grad.0"] == ["bias", "weight"]
+        assert ("Module.2.Linear.parameters_grad.0" in grads[step]) == (step > 0)
+    assert "Module.0.LazyLinear.forward.0" in dump_of(tmp_path, 0)["dump"]["data"]
+    last = dump_of(tmp_path, 2)["dump"]["data"]["Module.3.Linear.parameters_grad.0"]["weight"][0]
+    assert last["Norm"] == pytest.approx(model[3].weight.grad.norm().item(), rel=1e-6)
+
+
+class _Pair(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        import collections
+
+        y = self.fc(x)
+        return collections.namedtuple("Pair", "a b")(y, y * 2)
+
+
+def test_a_module_output_is_recorded_before_the_users_forward_hooks_change_it(tmp_path):
+    """tbprobe's forward hook ran after the user's hooks registered before start(): it recorded their output,
+    not the module's (msprobe records the module's either way). A namedtuple output is a dict of its fields, as
+    in the reference (it was a list)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), _Pair())
+    model[0].register_forward_hook(lambda m, a, o: o * 100)
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    x = torch.randn(2, 4)
+    raw = torch.nn.functional.linear(x, model[0].weight, model[0].bias)
+    out = model(x)
+    (out.a.sum() + out.b.sum()).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    assert data["Module.0.Linear.forward.0"]["output"][0]["Max"] == pytest.approx(raw.max().item())
+    assert data["Module.1._Pair.forward.0"]["input_args"][0]["Max"] == pytest.approx(100 * raw.max().item())
+    pair = data["Module.1._Pair.forward.0"]["output"]
+    assert sorted(pair) == ["a", "b"] and pair["b"]["Max"] == pytest.approx(2 * pair["a"]["Max"])
+
+
+def test_a_module_whose_extra_outputs_get_no_gradient_completes_with_its_inputs(tmp_path):
+    """An LSTM's (h, c) get no gradient when only its output is used: its record waited for them and was written
+    at the step's end, so the backward records came in forward order; they come in completion order now, as in
+    the reference (the first LSTM, whose input needs no gradient, waits for its outputs)."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = torch.nn.LSTM(4, 4), torch.nn.LSTM(4, 4), torch.nn.LSTM(4, 4)
+
+        def forward(self, x):
+            for m in (self.a, self.b, self.c):
+                x, _ = m(x)
+            return x
+
+    model = torch.nn.Sequential(Net())
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    model(torch.randn(3, 2, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    order = [k for k in data if k.endswith("LSTM.backward.0")]
+    assert order == ["Module.0.c.LSTM.backward.0", "Module.0.b.LSTM.backward.0", "Module.0.a.LSTM.backward.0"]
+    hc = data["Module.0.b.LSTM.backward.0"]["input"]
+    assert hc[0] is not None and hc[1:] == [None, None]   # (the gradients of output, h and c)
+
+
+class _CopyToRegion(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.mul(grad, 2.0)   # a tensor-parallel layer's all_reduce, say
+
+
+class _Col(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(_CopyToRegion.apply(x))
+
+
+def test_calls_in_a_backward_and_in_an_optimizers_closure_hang_under_the_module_that_runs(tmp_path):
+    """A custom Function's backward (tensor parallelism's copy-to-region all_reduce) ran its calls at the top of
+    the graph: they hang under the module whose backward runs, as in the reference. LBFGS's closure runs the
+    model inside optimizer.step(): its modules' calls hung under "optimizer", and the modules too."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), _Col())
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=1)
+    dbg = make_debugger(tmp_path, level="mix", steps=1)
+    dbg.start(model=model)
+    x = torch.randn(2, 4)
+    model(x).sum().backward()
+
+    def closure():
+        opt.zero_grad()
+        loss = model(x).pow(2).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    construct = dump_of(tmp_path)["construct"]
+    assert construct["Torch.mul.0.forward"] == "Module.1._Col.backward.0"
+    assert construct["Module.0.Linear.forward.1"] is None
+    assert construct["Functional.linear.2.forward"] == "Module.0.Linear.forward.1"
+    assert any(parent == "optimizer" for parent in construct.values())   # the step's own operators

@@ -126,3 +126,18 @@ def test_build_rank_rows_for_the_collector():
     assert by_id["NPU_0_0_Torch.exp.0.forward"][8] == "critical"
     assert len(rows[0]) == 22 and len(ext) == len(rows)
     assert all(json.loads(s[1]) is not None for s in stacks)
+
+
+def test_an_argument_described_by_its_fields_shows_its_tensor():
+    # msprobe (and tbprobe) write batch_isend_irecv's P2POp as {"class_type": ..., "tensor": item, "op": "isend",
+    # "peer": 1, ...}: the graph builder refused the dump ("a bare str")
+    from tbprobe.graph_builder.items import flatten_entry
+
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [3], "Max": 5.0, "Min": 5.0,
+              "Mean": 5.0, "Norm": 8.66, "requires_grad": False}
+    op = {"class_type": "torch.distributed.P2POp", "tensor": tensor, "op": "isend", "peer": 1, "tag": 0,
+          "group_id": "77849d8c"}
+    inputs, outputs = flatten_entry("Distributed.batch_isend_irecv.0.forward",
+                                    {"input_args": [[op]], "input_kwargs": {}, "output": [[op]]})
+    assert inputs == [("Distributed.batch_isend_irecv.0.forward.input.0.0", tensor)]
+    assert outputs == [("Distributed.batch_isend_irecv.0.forward.output.0.0", tensor)]

@@ -281,13 +281,13 @@ class ApiCapture:
         def clip(*args, **kwargs):
             if not s.active or s.busy or s.pseudo_parent == "clip_grad":
                 return orig(*args, **kwargs)
-            before = s.pseudo_parent
-            s.pseudo_parent = "clip_grad"
+            before = s.pseudo_parent, s.pseudo_depth
+            s.pseudo_parent, s.pseudo_depth = "clip_grad", len(s.fw_stack)
             s.record.add_construct("clip_grad", None)
             try:
                 return orig(*args, **kwargs)
             finally:
-                s.pseudo_parent = before
+                s.pseudo_parent, s.pseudo_depth = before
 
         clip._tbprobe_clip = True
         return clip
@@ -295,7 +295,7 @@ class ApiCapture:
     def _opt_pre(self, optimizer, args, kwargs) -> None:
         s = self.session
         if s.active:
-            s.pseudo_parent = "optimizer"
+            s.pseudo_parent, s.pseudo_depth = "optimizer", len(s.fw_stack)
             s.record.add_construct("optimizer", None)
 
     def _opt_post(self, optimizer, args, kwargs) -> None:

@@ -23,7 +23,7 @@ class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "began", "done", "step", "task", "expect")
+                 "began", "done", "step", "task", "expect", "wait_all")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -39,6 +39,9 @@ class BackwardTracker:
         self.step = session.step
         self.task = None       # the backward pass its gradients came in (_graph_task)
         self.expect = (n_out, n_in)   # how many gradients a pass brings: (outputs', inputs'), at the first
+        # complete only once every output's gradient is in: an input returned as it is gets its gradient (from the
+        # consumers after the call) together with the input's share (Session.finish_backward)
+        self.wait_all = False
 
     # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
     # _cgrad's C++ hooks (tbprobe/collector/_cgrad.cpp), or Python's node prehooks as `partial(on_*_node, i, nr)`
@@ -73,8 +76,9 @@ class BackwardTracker:
         s.busy += 1
         try:
             with _NoTorchFunction():
-                if out:
+                if out and not self.started:
                     self.started = True
+                    s.bw_open.append(self)   # (its backward runs: Session.backward_parent)
                 if not self.began and s.filter.contextual:
                     self._begin()
                 item = (s.items.item_at(grad, f"{self.name}.input" if out else f"{self.name}.output", i)
@@ -85,7 +89,7 @@ class BackwardTracker:
                 else:
                     self.in_items[i] = item
                     self.missing_in -= 1
-                self._maybe_finish()
+                self._maybe_finish(by_inputs=not out)
         except Exception as exc:
             s.guard.report("backward hook", exc)
         finally:
@@ -97,6 +101,14 @@ class BackwardTracker:
         self.in_items = [None] * len(self.in_items)
         self.missing_out, self.missing_in = self.expect
         self.started = self.began = self.done = False
+        self._close()
+
+    def _close(self) -> None:
+        """Its backward is no longer running (Session.backward_parent)."""
+        try:
+            self.session.bw_open.remove(self)
+        except ValueError:
+            pass
 
     def _begin(self) -> None:
         """Tell the filters the module's backward began (its first gradient arrived): a scope or a listed module."""
@@ -109,10 +121,17 @@ class BackwardTracker:
     def on_in_node(self, i: int, nr: int, grads: Sequence[Optional[torch.Tensor]]) -> None:
         self.on_in(i, grads[nr])
 
-    def _maybe_finish(self, force: bool = False) -> None:
-        if self.done or not self.started or (not force and (self.missing_out > 0 or self.missing_in > 0)):
+    def _maybe_finish(self, force: bool = False, by_inputs: bool = False) -> None:
+        if self.done or not self.started:
+            return
+        # complete once all its gradients are in, or once the last of its inputs' shares came in this pass: the
+        # outputs that get a gradient in this pass have got it by then (an LSTM's (h, c) get none when only its
+        # output is used), as the reference's full backward hook fires. Not where an input is returned as it is
+        # (wait_all). A module none of whose inputs needs a gradient waits for all its outputs'.
+        if not force and (self.missing_in > 0 or (self.missing_out > 0 and (self.wait_all or not by_inputs))):
             return
         self.done = True
+        self._close()
         if force:
             self.emit()
         else:

@@ -20,6 +20,7 @@ log = logging.getLogger("tbprobe.collector")
 _NoTorchFunction = torch._C.DisableTorchFunction
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _compiling = torch.compiler.is_compiling
+_Uninitialized = torch.nn.parameter.UninitializedParameter
 try:   # how non-reentrant activation checkpointing ends a recomputation: by raising inside the forward
     from torch.utils.checkpoint import _StopRecomputationError
 except ImportError:
@@ -35,12 +36,13 @@ except ImportError:
 class _Call:
     # `start` and `ins` (the call's inputs that require grad): for _cgrad.hook_consumers when the call ends;
     # `listeners`: {input index: NodeTrackers of calls inside that returned that input as it is}
-    __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs", "start", "ins", "listeners")
+    # `raw`: the module's own output, where forward hooks of the user's run after it (_hook_module)
+    __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs", "start", "ins", "listeners", "raw")
 
     def __init__(self, name, parent, args_items, kwargs_items, inputs, start=None, ins=None):
         self.name, self.parent, self.args_items, self.kwargs_items, self.inputs = (
             name, parent, args_items, kwargs_items, inputs)
-        self.start, self.ins, self.listeners = start, ins, None
+        self.start, self.ins, self.listeners, self.raw = start, ins, None, None
 
 
 class _ParamGrads:
@@ -60,6 +62,10 @@ class _ParamGrads:
         self.listed = False    # in hooks.partial, waiting for the pass's end
         self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
         self.counter = prefix + ".parameters_grad"      # its call counter's key
+        # the parameters hooked (ModuleHooks._hook_params): their hooks, and what they were, to see a change
+        self.handles: List[Any] = []
+        self.sig: tuple = ()
+        self.lazy = False      # some were not materialised yet (LazyLinear): hooked again after the forward
 
     def on_accumulated(self, pname: str, param: torch.Tensor) -> None:
         # (a parameter's post-accumulate hook: param.grad now holds what the optimizer will use)
@@ -113,6 +119,7 @@ class ModuleHooks:
         self.model_ids: set = set()
         self._calls: Dict[int, List[_Call]] = {}
         self.partial: List[_ParamGrads] = []   # modules some of whose parameter gradients came in this pass
+        self._param_owners: Dict[int, List[tuple]] = {}   # id(model) -> [(module, its _ParamGrads)]
 
     def note_partial(self, pg: _ParamGrads) -> None:
         """`pg` has some of its gradients of this backward pass: the rest may never come, so what came is emitted
@@ -154,8 +161,13 @@ class ModuleHooks:
 
     def _attach_one(self, model: torch.nn.Module, prefix: str) -> None:
         if id(model) in self.model_ids:
+            # hooked at an earlier start(): parameters unfrozen, frozen or replaced since are hooked anew
+            for mod, pg in self._param_owners.get(id(model), ()):
+                if _param_sig(mod) != pg.sig:
+                    self._hook_params(pg, mod)
             return
         self.model_ids.add(id(model))
+        self._owners = self._param_owners.setdefault(id(model), [])
         scripted: List[str] = []
         for path, mod in model.named_modules():
             if isinstance(mod, torch.jit.ScriptModule):
@@ -182,28 +194,58 @@ class ModuleHooks:
     def _hook_module(self, mod: torch.nn.Module, base: str) -> None:
         """Forward pre/post hooks and parameter-gradient hooks on one module: all of them or none."""
         handles = []
-        params = [(n, p) for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
-        pg = _ParamGrads(self, base, [n for n, _ in params]) if params else None
+        pg = _ParamGrads(self, base, []) if any(p is not None for p in mod._parameters.values()) else None
         try:
+            if mod._forward_hooks:
+                # forward hooks registered before ours may change the output: the module's own is recorded, as
+                # the reference records it (one more hook, first, keeps it). Ours stays after them: FSDP2's
+                # post-forward reshards the parameters, which are recorded as each rank's shard.
+                handles.append(mod.register_forward_hook(self._keep_output, prepend=True))
             handles.append(mod.register_forward_pre_hook(self._pre(base, pg), with_kwargs=True))
             # always_call: the post-hook also runs when the forward raises, so a call the user's code survives
             # (an exception caught within the step) leaves no stale parent behind for the calls after it
-            handles.append(mod.register_forward_hook(self._post(base), with_kwargs=True, always_call=True))
+            handles.append(mod.register_forward_hook(self._post(base, pg), with_kwargs=True, always_call=True))
             if pg is not None:
                 pg.module_id = id(mod)
-                for n, p in params:
-                    # The gradient as it stands after this backward's accumulation into p.grad, as the reference
-                    # reads it: with gradient accumulation, parameters_grad.1 is the sum over both micro-batches.
-                    # (A partial of the bound method: no Python frame between autograd and the hook.)
-                    if p.is_leaf and hasattr(p, "register_post_accumulate_grad_hook"):
-                        handles.append(p.register_post_accumulate_grad_hook(partial(pg.on_accumulated, n)))
-                    else:
-                        handles.append(p.register_hook(partial(pg.on_grad, n)))
+                self._hook_params(pg, mod)
         except Exception:
-            for h in handles:
+            for h in handles + (pg.handles if pg is not None else []):
                 h.remove()
             raise
         self.handles.extend(handles)
+        if pg is not None:
+            self._owners.append((mod, pg))
+
+    def _keep_output(self, mod: torch.nn.Module, args: tuple, output: Any) -> None:
+        calls = self._calls.get(id(mod))
+        if calls:
+            calls[-1].raw = output
+
+    def _hook_params(self, pg: _ParamGrads, mod: torch.nn.Module) -> None:
+        """Hooks on the module's own parameters that need a gradient (again: the ones it has now)."""
+        for h in pg.handles:
+            h.remove()
+        pg.handles = []
+        pg.pending = {}
+        pg.lazy = False
+        names = []
+        for n, p in mod.named_parameters(recurse=False):
+            if isinstance(p, _Uninitialized):
+                pg.lazy = True      # (a lazy module's: materialised by its first forward)
+                continue
+            if not p.requires_grad:
+                continue
+            # The gradient as it stands after this backward's accumulation into p.grad, as the reference reads
+            # it: with gradient accumulation, parameters_grad.1 is the sum over both micro-batches. (A partial of
+            # the bound method: no Python frame between autograd and the hook.)
+            if p.is_leaf and hasattr(p, "register_post_accumulate_grad_hook"):
+                pg.handles.append(p.register_post_accumulate_grad_hook(partial(pg.on_accumulated, n)))
+            else:
+                pg.handles.append(p.register_hook(partial(pg.on_grad, n)))
+            names.append(n)
+        pg.names = names
+        pg.sig = _param_sig(mod)
+        self.handles.extend(pg.handles)
 
     def begin_step(self) -> None:
         """Forget the calls a step left open (a forward that raised where no post-hook ran: under
@@ -243,7 +285,7 @@ class ModuleHooks:
                 name = f"{base}.forward.{idx}"
                 if s.filter.contextual:
                     s.filter.note_start(name)
-                parent = s.forward_parent()
+                parent = s.module_parent()
                 keep = s.record_data(name)
                 args_items = s.items.list_items(args, f"{name}.input") if keep else None
                 kwargs_items = ({k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in kwargs.items()}
@@ -280,10 +322,15 @@ class ModuleHooks:
 
         return pre_hook
 
-    def _post(self, base: str):
+    def _post(self, base: str, pg: Optional[_ParamGrads]):
         s = self.session
 
         def post_hook(mod, args, kwargs, output):
+            if pg is not None and pg.lazy:
+                try:   # its parameters exist now
+                    self._hook_params(pg, mod)
+                except Exception as exc:
+                    s.guard.report("module forward hook", exc)
             calls = self._calls.get(id(mod))
             if not calls or not s.active:
                 return None
@@ -322,10 +369,15 @@ class ModuleHooks:
                         s.add_entry(name, entry)
                     return None
                 if s.record_data(name):
-                    out = output if isinstance(output, (list, tuple)) else [output]
                     items = s.items
+                    shown = output if call.raw is None else call.raw
+                    if isinstance(shown, tuple) and hasattr(shown, "_fields"):
+                        out_items = items.value(shown, f"{name}.output")   # a namedtuple: by field, as the reference
+                    else:
+                        out_items = items.list_items(shown if isinstance(shown, (list, tuple)) else [shown],
+                                                     f"{name}.output")
                     entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items,
-                             "output": items.list_items(out, f"{name}.output"),
+                             "output": out_items,
                              "parameters": {pn: items.item_at(p, f"{name}.parameters", pn)
                                             for pn, p in _own_parameters(mod)}}
                     s.add_entry(name, entry)
@@ -388,6 +440,11 @@ def _alias_inputs(args: tuple, kwargs: dict):
             new_kwargs[k] = v.view_as(v)
             changed = True
     return (tuple(new_args), new_kwargs) if changed else None
+
+
+def _param_sig(mod: torch.nn.Module) -> tuple:
+    """What decides a module's parameter hooks: which parameter objects it has, and which need a gradient."""
+    return tuple((id(p), p.requires_grad) for p in mod._parameters.values() if p is not None)
 
 
 def _own_parameters(mod: torch.nn.Module):

@@ -26,6 +26,8 @@ from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import StackInterner, StepRecord
 
+_graph_task = torch._C._current_graph_task_id   # -1 outside a backward pass
+
 _compiling = torch.compiler.is_compiling
 
 try:   # C++ node hooks, built against the installed torch (setup.py); Python's hooks otherwise
@@ -71,6 +73,8 @@ class Session:
         self.share_calls: List[Any] = []
         self.watching = False      # a module output of this step is watched (later_consumers.py)
         self.pseudo_parent: Optional[str] = None   # "optimizer" or "clip_grad" while their work runs
+        self.pseudo_depth = 0                      # len(fw_stack) when it was set
+        self.bw_open: List[BackwardTracker] = []   # module backward records begun and not complete (innermost last)
         self.scope_ids: Optional[set] = None   # capture(module): ids of the module and its descendants
         self.scope_depth = 0                   # >0 while a scoped module's forward runs
         self.producers: Dict[int, tuple] = {}   # id(tensor) -> (weakref, version, producer name)
@@ -86,6 +90,7 @@ class Session:
         self.stats.reset()
         self.fw_stack = []
         self.trackers = []
+        self.bw_open = []
         self.deferred = []
         self.partial_nodes = []
         self.share_calls = []
@@ -110,6 +115,7 @@ class Session:
                 n.emit()
         self.partial_nodes = []
         self.trackers = []
+        self.bw_open = []
         st, rec = self.stats, self.record
         rec.host_nonfinite, rec.host_max_abs, nonfinite_values = st.host_health()
         if nonfinite_values:
@@ -171,9 +177,26 @@ class Session:
         return self.scope_ids is None or self.scope_depth > 0
 
     def forward_parent(self) -> Optional[str]:
-        if self.pseudo_parent is not None:
+        """The parent of a call made now: the innermost module running its forward; inside the optimizer's step
+        (or clip_grad) that pseudo node, unless a module the step runs holds the call (LBFGS's closure); in a
+        backward pass, the innermost module running its backward (a custom Function's backward doing an
+        all_reduce, as tensor-parallel layers do), as the reference's module stack has it."""
+        fw = self.fw_stack
+        if self.pseudo_parent is not None and len(fw) <= self.pseudo_depth:
             return self.pseudo_parent
-        return self.fw_stack[-1] if self.fw_stack else None
+        if fw:
+            return fw[-1]
+        return self.backward_parent()
+
+    def module_parent(self) -> Optional[str]:
+        """The parent of a module's call: the innermost module running, forward or backward (not the optimizer's
+        pseudo node: a closure's forward is the model's)."""
+        return self.fw_stack[-1] if self.fw_stack else self.backward_parent()
+
+    def backward_parent(self) -> Optional[str]:
+        if self.bw_open and _graph_task() != -1:
+            return self.bw_open[-1].name
+        return None
 
     def add_stack(self, name: str, skip: int) -> None:
         if not self.want_stack:
@@ -258,6 +281,7 @@ class Session:
             return
         tr.out_items = [None] * len(outs)
         tr.missing_out = len(outs)
+        tr.wait_all = bool(used)
         for i, t in enumerate(outs):
             if not (used and i in used and self.watch_gradient(t, tr.on_out, i)):
                 _hook_gradient(t, i, tr.on_out_node, tr.on_out)

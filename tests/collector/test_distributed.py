@@ -100,9 +100,15 @@ def _async_worker(rank: int, dump: str, port: int) -> None:
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     dist.init_process_group("gloo", rank=rank, world_size=2)
     dbg = PrecisionDebugger(dump_path=dump, level="mix", step=[0, 1])
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    torch.manual_seed(0)
+    ddp = DDP(torch.nn.Linear(3, 1))
+    ddp.register_comm_hook(None, default_hooks.allreduce_hook)   # its all_reduce is waited for by its future
     handles = []
     for step in range(2):
         dbg.start(model=model)
@@ -119,6 +125,7 @@ def _async_worker(rank: int, dump: str, port: int) -> None:
         ops = [dist.P2POp(dist.isend if rank == 0 else dist.irecv, t, 1 - rank)]
         for work in dist.batch_isend_irecv(ops):
             work.wait()
+        ddp(torch.full((2, 3), float(rank + 1))).sum().backward()
         if step == 1:
             dist.destroy_process_group()   # before the step ends: its folder is still the rank's
         dbg.stop()
@@ -136,6 +143,7 @@ def test_asynchronous_collectives_are_recorded_once_complete_however_they_are_wa
     before it; and a step ended after destroy_process_group() went to a proc<pid> folder."""
     dump = str(tmp_path / "dump")
     mp.spawn(_async_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    bucket = {}
     for step in (0, 1):
         assert sorted(os.listdir(os.path.join(dump, f"step{step}"))) == ["rank0", "rank1"]
         for rank in (0, 1):
@@ -153,6 +161,9 @@ def test_asynchronous_collectives_are_recorded_once_complete_however_they_are_wa
             assert op["op"] == ("isend" if rank == 0 else "irecv")
             # the received tensor after the batch completed
             assert batch["output"][0][0]["tensor"]["Max"] == 5.0
+            bucket.setdefault(step, []).append(data["Distributed.all_reduce.3.forward"]["output"][0])
+    for step in (0, 1):   # DDP's bucket, reduced: the same on both ranks
+        assert bucket[step][0] == bucket[step][1] and bucket[step][0]["Max"] is not None
 
 
 @pytest.mark.slow

@@ -4,8 +4,8 @@ torch.distributed functions are not torch functions, so the few collectives are 
 Inputs are summarised before the call, outputs after it. An asynchronous call (a work handle returned: async_op
 given by keyword or position, isend/irecv, batch_isend_irecv's list) is recorded once it has completed, since only
 then does the output hold the result: when its handle's wait() returns (Work.wait is wrapped while capture is
-on), or, waited any other way (its future, is_completed(), DDP's communication hooks), at the next collective,
-at stop() or when the step ends. The user gets torch's own handle back. One that has not completed when its step
+on), or, waited any other way (its future, is_completed(), DDP's communication hooks), at the collector's first
+hook or call after it completed (Session.deferred), at stop() or when the step ends. The user gets torch's own handle back. One that has not completed when its step
 ends is not recorded (a warning says so): the collector never waits for one itself, which could deadlock.
 """
 import logging
@@ -50,10 +50,19 @@ class _Pending:
         self.name = name
 
     def done(self) -> bool:
-        try:
-            return all(w.is_completed() for w in self.works)
-        except Exception:   # (a handle that cannot tell: waited for by wait() alone)
-            return False
+        return all(_complete(w) for w in self.works)
+
+
+class _Settler:
+    """In Session.deferred while asynchronous calls are pending: its emit() records those complete."""
+
+    __slots__ = ("capture",)
+
+    def __init__(self, capture: "DistributedCapture") -> None:
+        self.capture = capture
+
+    def emit(self) -> None:
+        self.capture._settle_soon()
 
 
 class DistributedCapture:
@@ -63,12 +72,26 @@ class DistributedCapture:
         self._pending: Dict[int, _Pending] = {}   # id(work handle) -> its call's record to make
         self._wait = None                         # Work.wait as torch has it, while it is wrapped
         self._late = 0                            # calls not complete when their step ended
+        self._settler = _Settler(self)
 
     # --- asynchronous calls --------------------------------------------------------------------------------
     def _track(self, works: List[Any], finish: Callable[[], None], name: str) -> None:
         p = _Pending(works, finish, name)
         for w in works:
             self._pending[id(w)] = p
+        self._list_settler()
+
+    def _list_settler(self) -> None:
+        # looked at by the next hook or call (Session.flush_deferred), so that a call waited for any other way than
+        # wait() is recorded soon after it completes
+        deferred = self.session.deferred
+        if not any(d is self._settler for d in deferred):   # (a short list: the records waiting to be written)
+            deferred.append(self._settler)
+
+    def _settle_soon(self) -> None:
+        self.settle()
+        if self._pending:
+            self._list_settler()
 
     def _completed(self, p: _Pending) -> None:
         for w in p.works:
@@ -224,6 +247,17 @@ class DistributedCapture:
         wrapper.__name__ = api
         wrapper.__wrapped__ = orig
         return wrapper
+
+
+def _complete(work: Any) -> bool:
+    """Whether an asynchronous call's result is there: its handle says so, or its future does (what DDP's
+    communication hooks wait on, which gloo marks done before the handle)."""
+    try:
+        if work.is_completed():
+            return True
+        return work.get_future().done()
+    except Exception:   # (a handle that cannot tell: waited for by wait() alone)
+        return False
 
 
 def _works(result: Any) -> List[Any]:

@@ -58,9 +58,9 @@ PyObject *reader_item(ItemReader *self, PyObject *t) {
     const void *data = x.const_data_ptr();
     auto sizes = x.sizes();
     c10::TensorImpl *impl = x.unsafeGetTensorImpl();
-    // (an inference tensor has no version counter; a leaf, a parameter or buffer, may be written without a bump:
-    // through .data, or by batch_norm's CPU kernel updating its running statistics)
-    bool versioned = !x.is_inference() && !x.is_leaf();
+    // (an inference tensor has no version counter; a Parameter may be written without a bump, through .data: an
+    // EMA, a hand-written optimizer. The exact check above leaves Tensor or Parameter, so not Tensor is Parameter)
+    bool versioned = !x.is_inference() && Py_TYPE(t) == reinterpret_cast<PyTypeObject *>(THPVariableClass);
     uint32_t version = versioned ? x._version() : 0;
     if (versioned) {
       auto it = self->seen->find(impl);

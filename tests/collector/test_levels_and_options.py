@@ -1248,7 +1248,7 @@ def test_task_tensor_takes_the_summary_mode(tmp_path, summary_mode):
 def test_parameters_and_buffers_written_without_a_version_bump_are_summarised_anew(tmp_path, level):
     """batch_norm's CPU kernel updates the running statistics in place without bumping their version, and so does
     a write through .data (an EMA, a hand-written optimizer): a second forward in the step recorded the values of
-    the first, from the statistics cache. Leaves are no longer remembered."""
+    the first, from the statistics cache. Parameters are not remembered, and a batch_norm call forgets its buffers."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
     dbg = make_debugger(tmp_path, level=level, steps=1)

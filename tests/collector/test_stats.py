@@ -106,8 +106,8 @@ def test_views_noncontiguous_and_nested_values():
 
 
 def _made(t):
-    """`t` as autograd makes tensors: not a leaf (a leaf, a parameter or buffer, is never remembered: it may be
-    written without a version bump)."""
+    """`t` as autograd makes tensors (a Parameter is never remembered: it may be written without a version bump,
+    through .data)."""
     return t.requires_grad_() * 1
 
 
@@ -120,8 +120,8 @@ def test_a_tensor_seen_twice_unmodified_is_summarised_once():
     assert buf.add(t) == 1
     other = torch.randn(10)
     assert buf.add(other) == 2
-    leaf = torch.randn(10)
-    assert buf.add(leaf) == 3 and buf.add(leaf) == 4
+    param = torch.nn.Parameter(torch.randn(10))
+    assert buf.add(param) == 3 and buf.add(param) == 4
     rows = buf.collect()
     assert len(rows) == 5 and rows[1][0] == pytest.approx(rows[0][0] * 2)
 
@@ -408,7 +408,7 @@ def test_fill_reuses_a_large_tensor_seen_twice_unmodified():
     first, buf = _filled(t)
     again, _ = _filled(t, buf)
     assert again == first and len(buf._host_cache) == 1
-    _filled(torch.randn(1 << 15), buf)                      # a leaf: not remembered
+    _filled(torch.nn.Parameter(torch.randn(1 << 15)), buf)  # a Parameter: not remembered
     assert len(buf._host_cache) == 1
     with torch.no_grad():
         t.mul_(-2)                                          # changed in place: summarised anew
@@ -522,10 +522,10 @@ def test_the_reader_takes_a_large_tensor_and_remembers_it_until_changed_or_forgo
     assert read(t) == first
     buf.forget(t)                           # (what the distributed capture does after a collective)
     assert read(t)["Max"] == 50.0
-    leaf = torch.ones(8)
-    assert read(leaf)["Max"] == 1.0
-    leaf.numpy()[0] = 9.0                   # a leaf is never remembered: written through .data, say
-    assert read(leaf)["Max"] == 9.0
+    param = torch.nn.Parameter(torch.ones(8))
+    assert read(param)["Max"] == 1.0
+    param.data[0] = 9.0                     # a Parameter is never remembered: written through .data, say
+    assert read(param)["Max"] == 9.0
     with torch.no_grad():
         t.mul_(-1)                          # a version bump: summarised anew
     assert read(t)["Min"] == -50.0

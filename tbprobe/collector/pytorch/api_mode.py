@@ -25,6 +25,9 @@ __all__ = ["ApiCapture"]
 
 _dunder = threading.local()
 _CLIPPING = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_")
+# calls whose CPU kernels update running statistics (buffers) in place without bumping their version
+_BUFFER_UPDATES = frozenset({"batch_norm", "instance_norm", "native_batch_norm", "_native_batch_norm_legit",
+                             "batch_norm_update_stats", "_batch_norm_impl_index"})
 _DROPOUTS = {"dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "alpha_dropout_",
              "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_"}
 
@@ -367,6 +370,11 @@ class ApiCapture:
         if not custom:
             s.busy += 1
         try:
+            if api in _BUFFER_UPDATES:
+                # the running statistics it updated in place without a version bump: summarised anew next time
+                for t in flatten_tensors((args, kwargs)):
+                    if not t.requires_grad:
+                        s.stats.forget(t)
             s.record.add_construct(name, parent)
             outs = flatten_tensors(out)
             if data:

@@ -5,8 +5,9 @@ Inputs are summarised before the call, outputs after it. An asynchronous call (a
 given by keyword or position, isend/irecv, batch_isend_irecv's list) is recorded once it has completed, since only
 then does the output hold the result: when its handle's wait() returns (Work.wait is wrapped while capture is
 on), or, waited any other way (its future, is_completed(), DDP's communication hooks), at the collector's first
-hook or call after it completed (Session.deferred), at stop() or when the step ends. The user gets torch's own handle back. One that has not completed when its step
-ends is not recorded (a warning says so): the collector never waits for one itself, which could deadlock.
+hook or call after it completed (Session.deferred), at stop() or when the step ends. The user gets torch's own
+handle back. One that has not completed when its step ends is not recorded (a warning says so): the collector
+never waits for one itself, which could deadlock.
 """
 import logging
 from typing import Any, Callable, Dict, List

@@ -39,6 +39,7 @@ _LANE32 = (torch.float32, torch.float16, torch.bfloat16)
 _dot = torch.dot
 _DOT_MIN = 1 << 14
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_Parameter = torch.nn.Parameter
 _STRIDED = torch.strided
 # dtypes the one-pass host kernel reads (tbprobe/collector/_cstats.c), by its kind code
 _HOST_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.int64: 3, torch.int32: 4, torch.bool: 5}
@@ -170,9 +171,9 @@ class StatBuffer:
         n = t.numel()
         if not n:
             return False
-        # (a leaf, a parameter or buffer, may be written without a version bump: .data, batch_norm's running
-        # statistics; only the tensors autograd made are remembered)
-        cached = n >= _HOST_CACHE_MIN and t.grad_fn is not None
+        # (a Parameter may be written without a version bump, through .data: not remembered. A buffer that
+        # batch_norm's CPU kernel updates, also without one, is forgotten after the call: api_mode)
+        cached = n >= _HOST_CACHE_MIN and type(t) is not _Parameter
         if cached:
             key = id(t)
             try:
@@ -236,7 +237,7 @@ class StatBuffer:
             version = t._version
         except RuntimeError:   # an inference tensor (torch.inference_mode) has no version counter: no cache
             version = None
-        cacheable = version is not None and t.grad_fn is not None   # (not a leaf: see fill)
+        cacheable = version is not None and type(t) is not _Parameter   # (see fill)
         hit = self._cache.get(key) if cacheable else None
         if hit is not None and hit[1] == version and hit[0]() is t:
             return hit[2]

@@ -214,7 +214,6 @@ class ItemMaker:
             return {"type": type(v).__name__, "value": value}
         return None
 
-
     def _p2pop(self, op: Any, key: str, save: bool) -> dict:
         """A batch_isend_irecv operation, as the reference writes one: its tensor, direction, peer and group."""
         item = {"class_type": "torch.distributed.P2POp",

@@ -160,3 +160,22 @@ def test_one_debugger_per_dump_path_and_calls_on_the_class(tmp_path, caplog):
     assert again is not first
     again.close()
     other.close()
+
+
+def test_module_dump_of_a_module_with_parameters_records_them(tmp_path):
+    # module_dump hooks the module outside start()'s attach: one with parameters of its own raised inside tbprobe
+    # (the bookkeeping of its model's parameter hooks was not set up), and the module was not recorded
+    torch.manual_seed(0)
+    fc = torch.nn.Linear(4, 4)
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    dbg.start()
+    dbg.module_dump(fc, "fc")
+    fc(torch.randn(2, 4)).sum().backward()
+    dbg.module_dump_end()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"), 0)[0], "dump.json")) as f:
+        data = json.load(f)["data"]
+    assert sorted(data["Module.fc.Linear.forward.0"]["parameters"]) == ["bias", "weight"]

@@ -108,16 +108,20 @@ class DistributedCapture:
         """Record the asynchronous calls that have completed; at the step's end, forget the others."""
         if not self._pending:
             return
-        for p in list({id(p): p for p in self._pending.values()}.values()):
+        for p in self._calls():
             if p.done():
                 self._completed(p)
         if step_end and self._pending:
-            late = {id(p): p for p in self._pending.values()}
+            late = self._calls()
             self._late += len(late)
             if self._late == len(late):
                 log.warning("tbprobe: %s was not complete when its step ended (not waited for): not recorded",
-                            next(iter(late.values())).name)
+                            late[0].name)
             self._pending.clear()
+
+    def _calls(self) -> List[_Pending]:
+        """The pending calls, each once (batch_isend_irecv's is there under each of its handles)."""
+        return list({id(p): p for p in self._pending.values()}.values())
 
     def _wrap_wait(self) -> None:
         import torch.distributed as dist
@@ -188,10 +192,8 @@ class DistributedCapture:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if s.busy or not s.active:
                 return orig(*args, **kwargs)
-            if s.deferred:   # the module backward records complete before the call, ahead of it (api_mode's call)
-                s.flush_deferred()
-            if self._pending:
-                self.settle()
+            if s.deferred:   # the module backward records complete before the call, ahead of it (api_mode's
+                s.flush_deferred()   # call), and the asynchronous calls complete since (the settler)
             s.busy += 1
             try:
                 name = api_name("Distributed", api, s.counters.next(f"Distributed.{api}"), "forward")

@@ -167,7 +167,7 @@ class ModuleHooks:
                     self._hook_params(pg, mod)
             return
         self.model_ids.add(id(model))
-        self._owners = self._param_owners.setdefault(id(model), [])
+        owners = self._param_owners.setdefault(id(model), [])
         scripted: List[str] = []
         for path, mod in model.named_modules():
             if isinstance(mod, torch.jit.ScriptModule):
@@ -182,7 +182,7 @@ class ModuleHooks:
                 continue  # the reference records what FSDP wraps, not the wrapper
             base = f"{prefix}.{path}.{type(mod).__name__}"
             try:
-                self._hook_module(mod, base)
+                self._hook_module(mod, base, owners)
             except Exception as exc:   # a module type that refuses hooks: left out, training goes on
                 self.session.guard.report(f"hooking {base}", exc)
         if scripted:
@@ -191,8 +191,10 @@ class ModuleHooks:
                         + (f" and {len(scripted) - 5} more" if len(scripted) > 5 else "")
                         + (" is" if len(scripted) == 1 else " are"))
 
-    def _hook_module(self, mod: torch.nn.Module, base: str) -> None:
-        """Forward pre/post hooks and parameter-gradient hooks on one module: all of them or none."""
+    def _hook_module(self, mod: torch.nn.Module, base: str, owners: Optional[List[tuple]] = None) -> None:
+        """Forward pre/post hooks and parameter-gradient hooks on one module: all of them or none. A module with
+        parameters joins `owners` (its model's), whose parameter hooks each start() checks (module_dump's
+        window, hooked anew at each call, passes none)."""
         handles = []
         pg = _ParamGrads(self, base, []) if any(p is not None for p in mod._parameters.values()) else None
         try:
@@ -213,8 +215,8 @@ class ModuleHooks:
                 h.remove()
             raise
         self.handles.extend(handles)
-        if pg is not None:
-            self._owners.append((mod, pg))
+        if pg is not None and owners is not None:
+            owners.append((mod, pg))
 
     def _keep_output(self, mod: torch.nn.Module, args: tuple, output: Any) -> None:
         calls = self._calls.get(id(mod))
@@ -364,8 +366,7 @@ class ModuleHooks:
                         entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items}
                         if _StopRecomputationError is not None and isinstance(exc, _StopRecomputationError):
                             entry["output"] = [None]
-                            entry["parameters"] = {pn: s.items.item_at(p, f"{name}.parameters", pn)
-                                                   for pn, p in _own_parameters(mod)}
+                            entry["parameters"] = _parameter_items(s.items, name, mod)
                         s.add_entry(name, entry)
                     return None
                 if s.record_data(name):
@@ -377,9 +378,7 @@ class ModuleHooks:
                         out_items = items.list_items(shown if isinstance(shown, (list, tuple)) else [shown],
                                                      f"{name}.output")
                     entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items,
-                             "output": out_items,
-                             "parameters": {pn: items.item_at(p, f"{name}.parameters", pn)
-                                            for pn, p in _own_parameters(mod)}}
+                             "output": out_items, "parameters": _parameter_items(items, name, mod)}
                     s.add_entry(name, entry)
                 outs = flatten_tensors(output)
                 s.note_producer(name, outs, overwrite=False)
@@ -440,6 +439,11 @@ def _alias_inputs(args: tuple, kwargs: dict):
             new_kwargs[k] = v.view_as(v)
             changed = True
     return (tuple(new_args), new_kwargs) if changed else None
+
+
+def _parameter_items(items: Any, name: str, mod: torch.nn.Module) -> dict:
+    """A forward record's "parameters": the items of the module's own parameters."""
+    return {pn: items.item_at(p, f"{name}.parameters", pn) for pn, p in _own_parameters(mod)}
 
 
 def _param_sig(mod: torch.nn.Module) -> tuple:

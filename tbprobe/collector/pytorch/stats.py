@@ -100,13 +100,11 @@ def _scalars(t: torch.Tensor, low: bool = False) -> List[torch.Tensor]:
     if dt in _HALF:
         # accumulated in float32 without a float32 copy of the tensor
         return [mx, mn, t.sum(dtype=torch.float32), torch.linalg.vector_norm(t, dtype=torch.float32)]
-    tf = t.to(torch.float32) if dt is not torch.float64 else t
-    if t.is_cpu:
-        # torch's float32 norm on the CPU is off by 1e-4 on a few million values (float64 tensors, images as
-        # uint8): accumulated in float64, then rounded (an accelerator's float32 reduction is accurate)
-        return [mx, mn, tf.sum(dtype=torch.float32) if tf is t else tf.sum(),
-                torch.linalg.vector_norm(tf, dtype=torch.float64).float()]
-    return [mx, mn, tf.sum(dtype=torch.float32) if tf is t else tf.sum(), torch.linalg.vector_norm(tf).float()]
+    tf = t if dt is torch.float64 else t.to(torch.float32)
+    # torch's float32 norm on the CPU is off by 1e-4 on a few million values (float64 tensors, images as uint8):
+    # accumulated in float64 there, then rounded (an accelerator's float32 reduction is accurate)
+    norm = torch.linalg.vector_norm(tf, dtype=torch.float64) if t.is_cpu else torch.linalg.vector_norm(tf)
+    return [mx, mn, tf.sum(dtype=torch.float32), norm.float()]
 
 
 class StatBuffer:

@@ -1134,6 +1134,16 @@ def _local_subclass_model():
     return M()
 
 
+def _collect(dbg, model, shape, steps):
+    """`steps` collected steps of a forward and backward of `model` on random inputs of `shape`; closes `dbg`."""
+    for _ in range(steps):
+        dbg.start(model=model)
+        model(torch.randn(*shape)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+
+
 def _tensor_files(tmp_path, step=0):
     rd = rank_dirs(str(tmp_path / "dump"), step)[0]
     data = json.load(open(os.path.join(rd, "dump.json")))["data"]
@@ -1159,12 +1169,7 @@ def test_a_tensor_subclass_is_saved_as_a_plain_tensor(tmp_path):
     torch.manual_seed(0)
     model = _local_subclass_model()
     dbg = make_debugger(tmp_path, level="mix", task="tensor", steps=2)
-    for _ in range(2):
-        dbg.start(model=model)
-        model(torch.randn(2, 4)).sum().backward()
-        dbg.stop()
-        dbg.step()
-    dbg.close()
+    _collect(dbg, model, (2, 4), 2)
     assert dbg.hook_errors == 0
     for step in (0, 1):
         named, files = _tensor_files(tmp_path, step)
@@ -1189,12 +1194,7 @@ def test_a_tensor_file_that_cannot_be_written_loses_that_file_alone(tmp_path, mo
     monkeypatch.setattr(debugger_mod, "_save_tensor", flaky)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     dbg = make_debugger(tmp_path, level="L0", task="tensor", steps=2)
-    for _ in range(2):
-        dbg.start(model=model)
-        model(torch.randn(2, 4)).sum().backward()
-        dbg.stop()
-        dbg.step()
-    dbg.close()
+    _collect(dbg, model, (2, 4), 2)
     assert dbg.hook_errors == 2
     for step in (0, 1):
         named, files = _tensor_files(tmp_path, step)
@@ -1209,11 +1209,7 @@ def test_data_mode_writes_the_files_of_the_side_it_keeps_only(tmp_path, data_mod
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     dbg = make_debugger(tmp_path, level="mix", task="tensor", steps=1, data_mode=data_mode)
-    dbg.start(model=model)
-    model(torch.randn(3, 4)).sum().backward()
-    dbg.stop()
-    dbg.step()
-    dbg.close()
+    _collect(dbg, model, (3, 4), 1)
     named, files = _tensor_files(tmp_path)
     assert named == files and files
 

@@ -13,10 +13,10 @@ def _callee(a, b=1, *, c=2):
 
 
 def test_written_call_reads_positions_and_keyword_names_off_the_callers_instruction():
-    assert _callee(1) == (1, ())
-    assert _callee(1, 2) == (2, ())
-    assert _callee(1, c=3) == (1, ("c",))
-    assert _callee(a=1, b=2, c=3) == (0, ("a", "b", "c"))
+    assert _callee(1) == (1, (), False)
+    assert _callee(1, 2) == (2, (), False)
+    assert _callee(1, c=3) == (1, ("c",), False)
+    assert _callee(a=1, b=2, c=3) == (0, ("a", "b", "c"), False)
     # a call through *args/**kwargs says nothing exact
     assert _callee(*(1, 2)) is None and _callee(1, **{"c": 3}) is None
     # a frame that is not running: None
@@ -62,3 +62,47 @@ def test_functional_calls_are_recorded_as_written(tmp_path):
     args, kwargs = _layout(data["Functional.softmax.2.forward"])
     assert args == ["torch.Tensor", "int"] and kwargs == {}
     assert data["Functional.softmax.2.forward"]["input_args"][1]["value"] == 2
+
+
+class _Box:
+    def norm(self, p=1, dim=None):
+        return written_call(_Box.norm.__code__)
+
+
+def test_written_call_tells_a_method_of_a_value_from_one_looked_up_on_the_class():
+    x, Tensor, a = _Box(), _Box, [1]
+    # (called outside the asserts, which pytest rewrites into other instructions)
+    sites = [x.norm(2, dim=1), x.norm(dim=a[0]), Tensor.norm(x, 2, dim=1), _callee(1, c=3), x.norm(1 if a else 2)]
+    assert sites[0] == (1, ("dim",), True)          # self goes ahead of the arguments
+    assert sites[1] == (0, ("dim",), True)
+    assert sites[2] == (2, ("dim",), False)         # on the class: every argument written
+    assert sites[3] == (1, ("c",), False)
+    # a conditional argument (jumps among the arguments' instructions): not walked, read as not a method
+    assert sites[4] == (1, (), False)
+
+
+def test_tensor_methods_and_recurrent_kernels_are_recorded_as_the_reference_records_them(tmp_path):
+    """Checked against msprobe 26.2.0's dump of the same calls: `x.norm(2, dim=1)` keeps dim a keyword (the mode
+    gets every parameter as one, and the call site counts the arguments after x); a direct torch.lstm is
+    Torch.lstm, while the kernels nn.LSTM/nn.RNN/nn.GRU call through torch._VF (which the reference does not
+    record) are VF.<name> alike."""
+    x = torch.randn(4, 6, requires_grad=True)
+    lstm, rnn, gru = torch.nn.LSTM(6, 3), torch.nn.RNN(6, 3), torch.nn.GRU(6, 3)
+    h, c = torch.zeros(1, 4, 3), torch.zeros(1, 4, 3)
+
+    def calls():
+        x.norm(2, dim=1)
+        x.norm(dim=1)
+        torch.Tensor.norm(x, 2, dim=1)
+        x.unique(sorted=True)
+        seq = x.unsqueeze(1).expand(4, 4, 6)
+        lstm(seq), rnn(seq), gru(seq)
+        torch.lstm(seq, (h, c), tuple(lstm._flat_weights), True, 1, 0.0, False, False, False)
+
+    data = _records(tmp_path, calls)
+    assert _layout(data["Tensor.norm.0.forward"]) == (["torch.Tensor", "int"], {"dim": 1})
+    assert _layout(data["Tensor.norm.1.forward"]) == (["torch.Tensor"], {"dim": 1})
+    assert _layout(data["Tensor.norm.2.forward"]) == (["torch.Tensor", "int"], {"dim": 1})
+    assert _layout(data["Tensor.unique.0.forward"]) == (["torch.Tensor"], {"sorted": True})
+    kernels = sorted(k for k in data if k.endswith(".forward") and k.split(".")[1] in ("lstm", "rnn_tanh", "gru"))
+    assert kernels == ["Torch.lstm.0.forward", "VF.gru.0.forward", "VF.lstm.0.forward", "VF.rnn_tanh.0.forward"]

@@ -8,6 +8,7 @@ Optimizer work is grouped under `optimizer` through torch's global optimizer ste
 """
 import functools
 import inspect
+import sys
 import threading
 import types
 from typing import Any, Dict, List, Optional, Tuple
@@ -16,7 +17,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tbprobe.collector.naming import api_name
-from tbprobe.collector.pytorch.api_names import DUNDER_ALIASES, UNRECORDED_OPERATORS, lookup, passes_through, risk_of
+from tbprobe.collector.pytorch.api_names import (
+    BY_CALLER,
+    DUNDER_ALIASES,
+    UNRECORDED_OPERATORS,
+    caller_named,
+    lookup,
+    passes_through,
+    risk_of,
+)
 from tbprobe.collector.pytorch.backward_pass import run_with_mode, starts_backward
 from tbprobe.collector.pytorch.call_site import written_call
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
@@ -88,6 +97,8 @@ class _Mode(TorchFunctionMode):
                 # a backward pass, with the mode on (tbprobe/collector/pytorch/backward_pass.py)
                 return run_with_mode(self, func, args, kwargs)
             return func(*args, **kwargs)
+        if func in BY_CALLER:
+            info = caller_named(func, info, sys._getframe(1))
         prefix, api = info
         if dname is not None:
             if DUNDER_ALIASES.get(dname) == api:
@@ -134,7 +145,10 @@ def _as_called(func, args: tuple, kwargs: dict):
         return args, kwargs
     site = written_call(func.__code__)
     if site is not None:
-        written = _as_written(params, args, kwargs, *site)
+        n_pos, names, on_value = site
+        if on_value and func.__qualname__.startswith("Tensor."):
+            n_pos += 1      # `x.norm(2, dim=1)`: x is the method's first argument, by position
+        written = _as_written(params, args, kwargs, n_pos, names)
         if written is not None:
             return written
     pos = list(args)

@@ -5,12 +5,13 @@ namespace a model normally calls through: torch.nn.functional first (F.conv2d is
 it through F), then Tensor methods, then torch.*, then torch._VF. Names were checked against the reference's own
 dumps of the same models (tests/collector/golden/).
 """
+import os
 from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["lookup", "passes_through", "DUNDER_ALIASES", "UNRECORDED_OPERATORS", "risk_of", "NEVER", "LOW_RISK",
+__all__ = ["lookup", "caller_named", "BY_CALLER", "passes_through", "DUNDER_ALIASES", "UNRECORDED_OPERATORS", "risk_of", "NEVER", "LOW_RISK",
            "CORE", "EXTRAS"]
 
 # Never recorded: metadata queries, autograd plumbing, moves, formatting (REFERENCE.md "Never recorded").
@@ -147,6 +148,14 @@ _PRIVATE_RECORDED = ("_foreach_norm", "_fused_adamw_", "_adaptive_avg_pool2d", "
 # One function object under several names: the name the reference gives a call of it (torch.mm is torch.dsmm).
 _PREFERRED = {"mm", "hspmm", "sspaddmm", "abs", "neg", "threshold", "__idiv__"}
 
+# torch.nn's recurrent modules call their kernels through torch._VF, which the reference does not wrap (its dumps have
+# no node for an LSTM's work), while a direct torch.lstm(...) it records as Torch.lstm. Both are one function
+# object, so the caller tells them apart: the modules' calls are VF.<name> (recorded beyond the reference: at L1 the
+# recurrent work would otherwise go unrecorded), a direct call keeps the reference's name.
+_RNN_KERNELS = ("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell")
+_RNN_MODULES_FILE = os.path.join("torch", "nn", "modules", "rnn.py")
+BY_CALLER: Dict[object, Tuple[str, str]] = {}
+
 _TABLE: Dict[object, Tuple[str, str]] = {}
 _PASS: set = set()
 
@@ -207,10 +216,14 @@ def _build() -> None:
             _add(obj, "Torch", name)
     vf = getattr(torch, "_VF", None)
     if vf is not None:
-        for name in ("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "stft", "istft", "norm"):
+        for name in _RNN_KERNELS + ("stft", "istft", "norm"):
             obj = getattr(vf, name, None)
             if obj is not None:
                 _add(obj, "VF", name)
+        for name in _RNN_KERNELS:
+            obj = getattr(vf, name, None)
+            if obj is not None and obj in _TABLE:
+                BY_CALLER[obj] = ("VF", name)
     for name in PASS_THROUGH:
         obj = getattr(torch.Tensor, name, None)
         if obj is not None:
@@ -226,6 +239,18 @@ def lookup(func: object) -> Optional[Tuple[str, str]]:
         return _TABLE.get(func)
     except TypeError:
         return None
+
+
+def caller_named(func: object, info: Tuple[str, str], caller) -> Tuple[str, str]:
+    """The name of a call of `func` (looked up as `info`) made from the frame `caller`: the recurrent kernels that
+    torch.nn's modules call are named apart from direct calls of the same functions."""
+    try:
+        named = BY_CALLER.get(func)
+    except TypeError:
+        return info
+    if named is not None and caller is not None and caller.f_code.co_filename.endswith(_RNN_MODULES_FILE):
+        return named
+    return info
 
 
 def passes_through(func: object) -> bool:

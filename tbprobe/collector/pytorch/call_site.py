@@ -16,16 +16,19 @@ __all__ = ["written_call"]
 
 # (id(code), offset) -> (number of positional arguments, keyword names), or None where the call site says nothing
 # exact (a call through *args/**kwargs, a C function in between)
-_SITES: Dict[Tuple[int, int], Optional[Tuple[int, tuple]]] = {}
+_SITES: Dict[Tuple[int, int], Optional[Tuple[int, tuple, bool]]] = {}
 _CODES: Dict[int, Any] = {}   # id(code) -> code: the ids in _SITES stay valid
 _CALLS = frozenset(("CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_KW", "CALL_FUNCTION_KW"))
 _SKIP = frozenset(("CACHE", "PRECALL", "EXTENDED_ARG", "NOP"))
 _MAX_DEPTH = 8
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_LOADS = frozenset(("LOAD_NAME", "LOAD_GLOBAL", "LOAD_ATTR", "LOAD_FAST", "LOAD_DEREF"))
 
 
-def written_call(code: Any) -> Optional[Tuple[int, tuple]]:
-    """(positional count, keyword names) of the call that started the running frame of `code` (found within a
-    few frames above the caller), or None where that cannot be read."""
+def written_call(code: Any) -> Optional[Tuple[int, tuple, bool]]:
+    """(positional count, keyword names, whether the callee was an attribute of a value) of the call that started
+    the running frame of `code` (found within a few frames above the caller), or None where that cannot be read.
+    The count leaves out the value a method is looked up on: `x.norm(2, dim=1)` is (1, ("dim",), True)."""
     f = sys._getframe(1)
     for _ in range(_MAX_DEPTH):
         if f is None:
@@ -48,7 +51,7 @@ def written_call(code: Any) -> Optional[Tuple[int, tuple]]:
     return site
 
 
-def _read(code: Any, offset: int) -> Optional[Tuple[int, tuple]]:
+def _read(code: Any, offset: int) -> Optional[Tuple[int, tuple, bool]]:
     try:
         ins = list(dis.get_instructions(code))
     except Exception:
@@ -71,4 +74,28 @@ def _read(code: Any, offset: int) -> Optional[Tuple[int, tuple]]:
         names = code.co_consts[ins[k].arg]
     if not isinstance(names, tuple) or len(names) > argc:
         return None
-    return argc - len(names), names
+    return argc - len(names), names, _attribute_of_value(ins, k if names else at, argc)
+
+
+def _attribute_of_value(ins: list, end: int, argc: int) -> bool:
+    """Whether the callee was looked up as an attribute of a value (`x.norm(...)`, self passed ahead of the
+    arguments) rather than of a class written `Tensor` (`Tensor.norm(x, ...)`) or called by name. The arguments'
+    instructions are walked back by their stack effects to the one that loaded the callee; code with jumps in
+    between (a conditional argument) is not walked, and reads as not an attribute."""
+    depth = 0
+    k = end - 1
+    while k >= 0 and ins[k].opname in _SKIP | {"PRECALL", "KW_NAMES"}:
+        k -= 1
+    while k >= 0 and depth < argc:
+        i = ins[k]
+        if i.opcode in _JUMPS:
+            return False
+        try:
+            depth += dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None, jump=False)
+        except ValueError:
+            return False
+        k -= 1
+    if k < 1 or depth != argc or ins[k].opname not in ("LOAD_METHOD", "LOAD_ATTR"):
+        return False
+    receiver = ins[k - 1]
+    return not (receiver.opname in _LOADS and receiver.argval == "Tensor")

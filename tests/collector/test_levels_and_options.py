@@ -1295,6 +1295,43 @@ def test_lazy_unfrozen_and_replaced_parameters_get_their_gradient_records(tmp_pa
     assert last["Norm"] == pytest.approx(model[3].weight.grad.norm().item(), rel=1e-6)
 
 
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_parameters_unfrozen_or_replaced_after_start_get_their_gradient_records_in_that_step(tmp_path, level,
+                                                                                             monkeypatch):
+    """The parameter hooks were checked at start() alone: a layer unfrozen, or a parameter replaced, between
+    start() and the forward had no parameters_grad that step (the reference hooks the parameters at each forward,
+    and has them); a Linear without bias, whose empty slot once read as a change, is not hooked anew each call."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4, bias=False), torch.nn.ReLU(), torch.nn.Linear(4, 4),
+                                torch.nn.Linear(4, 2))
+    model[2].requires_grad_(False)
+    from tbprobe.collector.pytorch.module_hooks import ModuleHooks
+
+    hooked = []
+    orig = ModuleHooks._hook_params
+    monkeypatch.setattr(ModuleHooks, "_hook_params", lambda self, pg, mod: hooked.append(pg.prefix) or orig(self, pg, mod))
+    dbg = make_debugger(tmp_path, level=level, steps=2)
+    for step in range(2):
+        dbg.start(model=model)
+        if step == 1:
+            model[2].requires_grad_(True)
+            model[3].weight = torch.nn.Parameter(torch.randn(2, 4))
+        model(torch.randn(2, 3)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = [dump_of(tmp_path, step)["dump"]["data"] for step in range(2)]
+    assert "Module.2.Linear.parameters_grad.0" not in data[0]
+    assert sorted(data[1]["Module.2.Linear.parameters_grad.0"]) == ["bias", "weight"]
+    got = data[1]["Module.3.Linear.parameters_grad.0"]["weight"][0]
+    assert got["Norm"] == pytest.approx(model[3].weight.grad.norm().item(), rel=1e-6)
+    assert sorted(data[1]["Module.0.Linear.parameters_grad.0"]) == ["weight"]
+    # hooked once each at the first start(), and again only the two that changed
+    assert sorted(hooked) == sorted(["Module.0.Linear", "Module.2.Linear", "Module.3.Linear",
+                                     "Module.2.Linear", "Module.3.Linear"])
+
+
 class _Pair(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -163,7 +163,7 @@ class ModuleHooks:
         if id(model) in self.model_ids:
             # hooked at an earlier start(): parameters unfrozen, frozen or replaced since are hooked anew
             for mod, pg in self._param_owners.get(id(model), ()):
-                if _param_sig(mod) != pg.sig:
+                if _params_changed(mod, pg.sig):
                     self._hook_params(pg, mod)
             return
         self.model_ids.add(id(model))
@@ -328,9 +328,12 @@ class ModuleHooks:
         s = self.session
 
         def post_hook(mod, args, kwargs, output):
-            if pg is not None and pg.lazy:
-                try:   # its parameters exist now
-                    self._hook_params(pg, mod)
+            if pg is not None:
+                # a lazy module's parameters exist now; others were replaced, unfrozen or frozen since start()
+                # (the reference hooks the parameters at each forward): their gradients come after
+                try:
+                    if pg.lazy or _params_changed(mod, pg.sig):
+                        self._hook_params(pg, mod)
                 except Exception as exc:
                     s.guard.report("module forward hook", exc)
             calls = self._calls.get(id(mod))
@@ -447,8 +450,20 @@ def _parameter_items(items: Any, name: str, mod: torch.nn.Module) -> dict:
 
 
 def _param_sig(mod: torch.nn.Module) -> tuple:
-    """What decides a module's parameter hooks: which parameter objects it has, and which need a gradient."""
-    return tuple((id(p), p.requires_grad) for p in mod._parameters.values() if p is not None)
+    """What decides a module's parameter hooks: which parameter objects it has (None for an empty slot, a
+    Linear's bias=False), and which need a gradient."""
+    return tuple((id(p), p is not None and p.requires_grad) for p in mod._parameters.values())
+
+
+def _params_changed(mod: torch.nn.Module, sig: tuple) -> bool:
+    """Whether `_param_sig(mod)` differs from `sig`, without building it (each forward of each module asks)."""
+    params = mod._parameters
+    if len(params) != len(sig):
+        return True
+    for (pid, grad), p in zip(sig, params.values()):
+        if id(p) != pid or (p is not None and p.requires_grad) != grad:
+            return True
+    return False
 
 
 def _own_parameters(mod: torch.nn.Module):

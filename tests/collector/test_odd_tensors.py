@@ -299,3 +299,102 @@ def test_task_tensor_saves_the_plain_tensor_under_a_batched_one(tmp_path):
     assert res["type"] == "BatchedTensor" and res["shape"] == [4, 3]
     saved = torch.load(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump_tensor_data", res["data_name"]))
     assert torch.equal(saved, out) and saved.shape == (4, 3)
+
+
+class _Wrap(torch.Tensor):
+    """A __torch_dispatch__ wrapper subclass, as torchao's, NF4's and float8 training's are: no storage of its
+    own, every result wrapped again."""
+
+    @staticmethod
+    def __new__(cls, elem):
+        return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype,
+                                                   requires_grad=elem.requires_grad)
+
+    def __init__(self, elem):
+        self.elem = elem
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        unwrap = torch.utils._pytree.tree_map_only
+        out = func(*unwrap(_Wrap, lambda t: t.elem, args), **unwrap(_Wrap, lambda t: t.elem, kwargs or {}))
+        return unwrap(torch.Tensor, cls, out)
+
+
+class _Sealed(_Wrap):
+    """A wrapper subclass that gives none of its values away."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten.copy_.default, torch.ops.aten.detach.default):
+            raise RuntimeError("sealed")
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+@pytest.mark.parametrize("level", ["L0", "L1", "mix"])
+@pytest.mark.parametrize("summary_mode", ["statistics", "md5", "xor"])
+def test_a_wrapper_subclass_is_summarised_and_the_step_kept(tmp_path, level, summary_mode):
+    """One call on a wrapper subclass put tensors of its type into the step's statistics batch, whose read-back
+    at the step's end failed: the whole step's dump was lost (msprobe writes the step, the call's statistics
+    null). Its statistics are now computed through its own dispatch, those of the values inside it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    inner = torch.randn(3)
+    dbg = make_debugger(tmp_path, level=level, steps=1, summary_mode=summary_mode)
+    dbg.start(model=model)
+    model(torch.randn(2, 4)).sum().backward()
+    out = model[1](_Wrap(inner)) if level == "L0" else torch.relu(_Wrap(inner))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0 and type(out) is _Wrap and torch.equal(out.elem, inner.relu())
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        data = json.load(f)["data"]
+    first = data["Module.0.Linear.forward.0" if level != "L1" else "Functional.linear.0.forward"]["output"][0]
+    assert first["md5" if summary_mode == "xor" else "Max"]
+    rec = data["Module.1.ReLU.forward.1" if level == "L0" else "Torch.relu.0.forward"]
+    for item, values in ((rec["input_args"][0], inner), (rec["output"][0], inner.relu())):
+        want = _expected(values)
+        assert item["shape"] == [3] and item["dtype"] == "torch.float32"
+        raw = values.contiguous().view(torch.uint8).numpy().tobytes()
+        if summary_mode == "xor":
+            words = [int.from_bytes((raw + bytes(8))[i:i + 8], "little") for i in range(0, len(raw), 8)]
+            folded = 0
+            for w in words:
+                folded ^= w
+            assert item["md5"] == "0x%016x" % folded and "Max" not in item
+            continue
+        for key in ("Max", "Min", "Mean", "Norm", "zero_count"):
+            assert item[key] == pytest.approx(want[key]), key
+        if summary_mode == "md5":
+            assert item["md5"] == "%08x" % zlib.crc32(raw)
+
+
+def test_a_wrapper_subclass_that_gives_no_values_gets_null_statistics(tmp_path):
+    dbg, data, out = _collect_l1(tmp_path, lambda: torch.relu(_Sealed(torch.randn(3))))
+    assert dbg.hook_errors == 0 and type(out) is _Sealed
+    item = data["Torch.relu.0.forward"]["input_args"][0]
+    assert item == {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [3], "Max": None, "Min": None,
+                    "Mean": None, "Norm": None, "requires_grad": False}
+
+
+def test_statistics_that_cannot_be_read_back_lose_them_not_the_step(tmp_path, monkeypatch):
+    """Whatever makes the step's batched read-back fail costs the statistics (null), not the step's records."""
+    from tbprobe.collector.pytorch.stats import StatBuffer
+
+    def broken(self):
+        raise RuntimeError("forced failure")
+
+    monkeypatch.setattr(StatBuffer, "collect", broken)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    dbg = make_debugger(tmp_path, level="mix", steps=2)
+    for _ in range(2):
+        with dbg.collect(model):
+            model(torch.randn(2, 4)).sum().backward()
+    dbg.close()
+    assert dbg.hook_errors == 2
+    for step in range(2):
+        with open(os.path.join(rank_dirs(str(tmp_path / "dump"), step)[0], "dump.json")) as f:
+            data = json.load(f)["data"]
+        assert "Module.0.Linear.forward.0" in data and "Functional.linear.0.backward" in data

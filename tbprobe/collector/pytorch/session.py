@@ -120,7 +120,13 @@ class Session:
         rec.host_nonfinite, rec.host_max_abs, nonfinite_values = st.host_health()
         if nonfinite_values:
             rec.nonfinite = True
-        values = st.collect()
+        try:
+            values = st.collect()
+        except Exception as exc:
+            # (a tensor whose statistics cannot be read back): the step's records are written, their statistics null
+            self.guard.report("step statistics", exc)
+            st.reset()
+            values = []
         if self.items.nonfinite_scalars:
             rec.nonfinite = True
             self.items.nonfinite_scalars = 0

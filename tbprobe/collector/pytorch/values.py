@@ -26,6 +26,31 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+_PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
+_OWN_DISPATCH: dict = {}   # tensor type -> whether it has a __torch_dispatch__ of its own
+
+
+def _own_dispatch(cls: type) -> bool:
+    """A wrapper subclass (torchao's, NF4, float8 training's...): torch's reductions on it give tensors of its
+    own type, often without storage, which the statistics' batch cannot stack or read back."""
+    own = _OWN_DISPATCH.get(cls)
+    if own is None:
+        own = _OWN_DISPATCH[cls] = getattr(cls, "__torch_dispatch__", _PLAIN_DISPATCH) is not _PLAIN_DISPATCH
+    return own
+
+
+def _plain_copy(t: torch.Tensor) -> Optional[torch.Tensor]:
+    """A plain tensor of a wrapper subclass's values (copy_ into it runs through the subclass's dispatch), or None
+    where the subclass refuses."""
+    try:
+        with torch.no_grad():
+            plain = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+            plain.copy_(t)
+        return plain
+    except Exception:
+        return None
+
+
 def _dtype_name(dt: torch.dtype) -> str:
     name = _DTYPE_NAMES.get(dt)
     if name is None:
@@ -88,6 +113,16 @@ class ItemMaker:
         view = odd_tensors.functorch_view(t)
         if view is not None:
             return self._functorch_item(t, view, key, save)
+        requires_grad = t.requires_grad
+        # (a jagged nested tensor is a subclass of this kind too, which odd_tensors reads)
+        wrapped = type(t) not in _PLAIN and _own_dispatch(type(t)) and not t.is_nested
+        if wrapped:
+            original = t
+            # summarised through a plain copy of its values, which its own dispatch makes; the copy is gone by the
+            # step's end, so its statistics are computed at once
+            t = _plain_copy(t)
+            if t is None:
+                return self._unreadable_item(requires_grad, original)
         # a tensor torch's reductions refuse (odd_tensors): its shape, statistics, checksum bytes and saved form
         # come from odd_tensors, the statistics computed at once
         odd = odd_tensors.is_odd(t)
@@ -104,16 +139,16 @@ class ItemMaker:
                 item["md5"] = _xor_of_value(t.item()) if t.dim() == 0 else tensor_xor(t)
             if _nonfinite(item["md5"]):
                 self.nonfinite_scalars += 1
-            item["requires_grad"] = t.requires_grad
+            item["requires_grad"] = requires_grad
             if data and self._saves(key, save):
                 self.on_save(item, odd_tensors.savable(t) if odd else t, key)
             return item
         if not self.structure:
             item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = None
-        item["requires_grad"] = t.requires_grad
+        item["requires_grad"] = requires_grad
         if self.structure or not data:
             return item
-        if odd:
+        if odd or wrapped:
             row = odd_tensors.stats_row(t)
             if row is not None:
                 self.fill_row(item, row)
@@ -123,6 +158,19 @@ class ItemMaker:
             self.on_save(item, odd_tensors.savable(t) if odd else t, key)
         if self.summary_mode == "md5":   # (after the file's name, as the reference orders them)
             item["md5"] = tensor_checksum(odd_tensors.checksum_source(t) if odd else t)
+        return item
+
+    def _unreadable_item(self, requires_grad: bool, like: torch.Tensor) -> dict:
+        """The item of a tensor whose values cannot be read: its metadata, statistics null (as the reference
+        writes a wrapper subclass's)."""
+        item = {"type": "torch.Tensor", "dtype": _dtype_name(like.dtype), "shape": list(like.shape)}
+        if self.summary_mode == "xor" and not self.structure:
+            item["md5"] = None
+        elif not self.structure:
+            item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = None
+        item["requires_grad"] = requires_grad
+        if self.summary_mode == "md5" and not self.structure:
+            item["md5"] = None
         return item
 
     def _fields(self, v: Any, names: Any, key: str, save: bool) -> dict:

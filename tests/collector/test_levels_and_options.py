@@ -233,6 +233,37 @@ def test_loop_conveniences_and_init_step(tmp_path):
     assert step7 and all("fc2" in n for n in step7)
 
 
+def test_capture_inside_a_collected_step_narrows_only_its_block(tmp_path):
+    """capture() inside a collect() block stopped collection when it ended: the rest of the step (the forwards
+    after it, every backward, every parameters_grad) went unrecorded without a word. A module outside the model
+    was never hooked, and its block recorded nothing: that is now a clear error."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0])
+    with dbg.collect(model):
+        x = torch.randn(4, 2)
+        h = model[0](x)
+        with dbg.capture(model[2]):
+            model[0](x)                      # outside the captured module: not recorded
+            model[2](torch.relu(h))
+        loss = model(x).sum()                # after the block: recorded as before
+        loss.backward()
+        with pytest.raises(TbprobeError, match="not part of the model"):
+            with dbg.capture(torch.nn.Linear(2, 2)):
+                pass
+        with pytest.raises(TbprobeError, match="takes a torch.nn.Module"):
+            with dbg.capture("fc"):
+                pass
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = load_rank(rank_dirs(str(tmp_path / "dump"))[0])["dump"]["data"]
+    forwards = sorted(k for k in data if ".forward." in k)
+    assert forwards == ["Module.0.Linear.forward.0", "Module.0.Linear.forward.1", "Module.1.ReLU.forward.0",
+                        "Module.2.Linear.forward.0", "Module.2.Linear.forward.1"]
+    assert {"Module.0.Linear.backward.1", "Module.2.Linear.backward.1", "Module.0.Linear.parameters_grad.0",
+            "Module.2.Linear.parameters_grad.0"} <= set(data)
+
+
 def test_a_step_block_inside_another_is_part_of_the_outer_step(tmp_path):
     """collect() inside a step_fn (or inside another collect()) once ended the outer step halfway: what came
     after the inner block was not recorded and the step counter jumped by two."""

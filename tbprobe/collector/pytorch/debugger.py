@@ -34,6 +34,13 @@ __all__ = ["PrecisionDebugger"]
 log = logging.getLogger("tbprobe.collector")
 
 
+def _part_of(module: torch.nn.Module, model: Any) -> bool:
+    """Whether `module` is `model`, or one of its modules (of one of them, for a list of model chunks)."""
+    models = model if isinstance(model, (list, tuple)) else [model]
+    return any(m is module or any(sub is module for sub in m.modules()) for m in models
+               if isinstance(m, torch.nn.Module))
+
+
 def _rank() -> Optional[int]:
     try:
         import torch.distributed as dist
@@ -310,18 +317,31 @@ class PrecisionDebugger:
 
     @contextlib.contextmanager
     def capture(self, module: torch.nn.Module) -> Iterator["PrecisionDebugger"]:
-        """Scoped capture of one module (and its children) for the duration of the block, within a step."""
+        """Scoped capture of one module (and its children) for the duration of the block. Outside collection the
+        block starts and stops it (the step still ends at step()); inside it (a collect() block, between start()
+        and stop()) the block narrows it, and what comes after the block is recorded as before."""
         if self._modules is None:
             raise TbprobeError("capture(module) needs level L0 or mix")
+        if not isinstance(module, torch.nn.Module):
+            raise TbprobeError(f"capture(module) takes a torch.nn.Module, not {type(module).__name__}")
         model = self.model if self.model is not None else module
-        self.session.scope_ids = {id(m) for m in module.modules()}
+        if not _part_of(module, model):
+            raise TbprobeError(f"capture(module): the {type(module).__name__} is not part of the model given to "
+                               "start() or collect(), whose modules are the ones recorded: capture one of its "
+                               "modules, or give the model that holds it")
+        s = self.session
+        inside = self._collecting
+        outer = s.scope_ids, s.scope_depth
+        s.scope_ids = {id(m) for m in module.modules()}
+        s.scope_depth = 0
         try:
-            self.start(model)
+            if not inside:
+                self.start(model)
             yield self
         finally:
-            self.stop()
-            self.session.scope_ids = None
-            self.session.scope_depth = 0
+            if not inside:
+                self.stop()
+            s.scope_ids, s.scope_depth = outer
 
     @property
     def hook_errors(self) -> int:

@@ -342,7 +342,7 @@ class ModuleHooks:
             call = calls.pop()
             if s.share_calls and s.share_calls[-1] is call:
                 s.share_calls.pop()
-            if s.scope_ids is not None:
+            if s.scope_ids is not None and id(mod) in s.scope_ids:   # (a call begun before capture() is not counted)
                 s.scope_depth -= 1
             if s.fw_stack and s.fw_stack[-1] == call.name:
                 s.fw_stack.pop()

@@ -57,7 +57,8 @@ def _fail(where: str, problem: str) -> None:
 
 
 MAX_LISTED = 1_000_000   # how many steps or ranks a config may list, ranges expanded
-_RANGE = re.compile(r"\s*([0-9]+)\s*-\s*([0-9]+)\s*", re.ASCII)   # (str.isdigit takes "²", int() refuses it)
+# "4-6", or "3" alone, as the reference takes them (str.isdigit takes "²", int() refuses it)
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?", re.ASCII)
 
 
 # A scope's ends are record names the level writes (a typo would select nothing, without a word): the reference's
@@ -94,7 +95,8 @@ def _int_list(where: str, value: Any, allow_ranges: bool) -> Tuple[int, ...]:
                 _fail(where, f"negative entry {v}")
             out.append(v)
         elif allow_ranges and isinstance(v, str) and (m := _RANGE.fullmatch(v)):
-            lo, hi = int(m.group(1)), int(m.group(2))
+            lo = int(m.group(1))
+            hi = int(m.group(2)) if m.group(2) is not None else lo
             if lo > hi:
                 _fail(where, f"invalid range {v!r} (want 'a-b' with a <= b)")
             # (each listed number is held: a range as wide as a long run's whole length is a typo, not a filter)
@@ -102,7 +104,7 @@ def _int_list(where: str, value: Any, allow_ranges: bool) -> Tuple[int, ...]:
                 _fail(where, f"range {v!r} lists {hi - lo + 1} numbers: at most {MAX_LISTED} in all")
             out.extend(range(lo, hi + 1))
         else:
-            _fail(where, f"invalid entry {v!r}" + (" (want a number or 'a-b')" if allow_ranges else ""))
+            _fail(where, f"invalid entry {v!r}" + (" (want a number, '3' or 'a-b')" if allow_ranges else ""))
     return tuple(sorted(set(out)))
 
 
@@ -135,13 +137,14 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
     if unknown:
         _fail(f"key {unknown[0]!r}", f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
     cfg = CollectorConfig()
-    cfg.task = _choice("task", task or raw.get("task", "statistics"), TASKS + LATER_TASKS)
+    # (an argument given, or a key present, is checked as it is: "" or null is not the default)
+    cfg.task = _choice("task", task if task is not None else raw.get("task", "statistics"), TASKS + LATER_TASKS)
     if cfg.task in LATER_TASKS:
         _fail("task", f"{cfg.task!r} is not supported by the collector (use statistics, tensor or structure)")
-    cfg.dump_path = dump_path or raw.get("dump_path") or cfg.dump_path
+    cfg.dump_path = dump_path if dump_path is not None else raw.get("dump_path", cfg.dump_path)
     if not isinstance(cfg.dump_path, str) or not cfg.dump_path.strip():
         _fail("dump_path", "must be a non-empty string")
-    cfg.level = _choice("level", level or raw.get("level", "L1"), LEVELS)
+    cfg.level = _choice("level", level if level is not None else raw.get("level", "L1"), LEVELS)
     cfg.ranks = _int_list("rank", raw.get("rank"), allow_ranges=True)
     cfg.steps = _int_list("step", step if step is not None else raw.get("step"), allow_ranges=True)
     cfg.async_dump = _bool("async_dump", raw.get("async_dump", False))
@@ -176,6 +179,8 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
     cfg.data_mode = _str_list(f"{where}.data_mode", block.get("data_mode", ["all"])) or ["all"]
     for m in cfg.data_mode:
         _choice(f"{where}.data_mode", m, DATA_MODES)
+    if "all" in cfg.data_mode and len(cfg.data_mode) > 1:
+        _fail(f"{where}.data_mode", f"'all' cannot be combined with other modes, got {cfg.data_mode}")
     cfg.summary_mode = _choice(f"{where}.summary_mode", block.get("summary_mode", "statistics"), SUMMARY_MODES)
     if cfg.task == "structure":
         cfg.summary_mode = "statistics"  # the reference accepts the key there and ignores it (task tensor uses it)

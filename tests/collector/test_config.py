@@ -43,6 +43,13 @@ def test_reference_configs_are_accepted(path):
     ({"level": "L1", "statistics": {"scope": ["Module.fc.Linear.forward.0", "Module.fc.Linear.forward.0"]}},
      "operator's record name"),
     ({"level": "mix", "statistics": {"scope": ["fc.forward", "Module.fc.Linear.forward.0"]}}, "'fc.forward'"),
+    # given and empty is not the default, as msprobe refuses them (the dump went to ./tbprobe_dump, without a word)
+    ({"dump_path": ""}, "dump_path"),
+    ({"dump_path": None}, "dump_path"),
+    ({"task": ""}, "task"),
+    ({"level": None}, "level"),
+    ({"statistics": {"data_mode": ["all", "forward"]}}, "'all' cannot be combined"),   # ("all" won)
+    ({"step": ["3-"]}, "invalid entry"),
 ])
 def test_bad_config_is_one_clear_error(raw, words):
     with pytest.raises(TbprobeError) as info:
@@ -55,6 +62,9 @@ def test_ranges_defaults_and_risk_level():
     cfg = parse_config({"rank": [0, "4-6"], "step": [3, 1], "statistics": {"list": ["linear"]}})
     assert cfg.ranks == (0, 4, 5, 6)
     assert cfg.steps == (1, 3)
+    # a number written as a string, as msprobe takes it ("3" or "3-5", its own error says)
+    named = parse_config({"rank": ["0"], "step": ["3", " 5 ", "7-8"]})
+    assert named.ranks == (0,) and named.steps == (3, 5, 7, 8)
     assert cfg.level == "L1" and cfg.summary_mode == "statistics"
     assert cfg.effective_risk_level == "ALL"          # a list was given
     assert parse_config({}).effective_risk_level == "FOCUS"
@@ -84,6 +94,9 @@ def test_debugger_raises_at_construction(tmp_path):
     # explicit arguments override the file
     d = PrecisionDebugger(dump_path=str(tmp_path / "d"), level="L0", task="structure", step=[0])
     assert d.config.level == "L0" and d.config.task == "structure" and d.config.steps == (0,)
+    for bad in ({"task": ""}, {"level": ""}, {"dump_path": ""}):    # (each once meant the default)
+        with pytest.raises(TbprobeError, match=next(iter(bad))):
+            PrecisionDebugger(**{"dump_path": str(tmp_path / "e"), **bad})
 
 
 def test_config_check_command(tmp_path):

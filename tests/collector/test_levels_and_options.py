@@ -233,6 +233,46 @@ def test_loop_conveniences_and_init_step(tmp_path):
     assert step7 and all("fc2" in n for n in step7)
 
 
+def test_step_fn_on_generator_and_coroutine_functions_collects_their_bodies(tmp_path):
+    """step_fn started, stopped and ended the step when a generator or coroutine function was called, before its
+    body ran: an empty step, without a word. An async generator is refused at decoration."""
+    import asyncio
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU())
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0, 1], model=model)
+
+    @dbg.step_fn
+    def micro_batches(n):
+        for _ in range(n):
+            loss = model(torch.randn(4, 2)).sum()
+            loss.backward()
+            yield loss.item()
+        return "done"
+
+    @dbg.step_fn
+    async def step():
+        await asyncio.sleep(0)
+        model(torch.randn(4, 2)).sum().backward()
+        return 7
+
+    gen = micro_batches(2)
+    assert dbg.current_step == 0            # (nothing ran yet)
+    assert len(list(gen)) == 2 and dbg.current_step == 1
+    assert asyncio.run(step()) == 7 and dbg.current_step == 2
+    with pytest.raises(TbprobeError, match="async generator"):
+        @dbg.step_fn
+        async def stream():
+            yield 1
+    dbg.close()
+    assert dbg.hook_errors == 0
+    first = load_rank(rank_dirs(str(tmp_path / "dump"), 0)[0])["dump"]["data"]
+    second = load_rank(rank_dirs(str(tmp_path / "dump"), 1)[0])["dump"]["data"]
+    assert {"Module.0.Linear.forward.1", "Module.0.Linear.backward.1", "Module.1.ReLU.forward.1"} <= set(first)
+    assert {"Module.0.Linear.forward.0", "Module.0.Linear.backward.0"} <= set(second)
+    assert "Module.0.Linear.forward.1" not in second
+
+
 def test_capture_inside_a_collected_step_narrows_only_its_block(tmp_path):
     """capture() inside a collect() block stopped collection when it ended: the rest of the step (the forwards
     after it, every backward, every parameters_grad) went unrecorded without a word. A module outside the model

@@ -2,6 +2,7 @@
 import atexit
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import time
@@ -274,7 +275,26 @@ class PrecisionDebugger:
 
     # --- conveniences for training loops --------------------------------------------------------------------
     def step_fn(self, fn: Callable) -> Callable:
-        """Decorator: the wrapped function is one training step (start, run, stop, step)."""
+        """Decorator: the wrapped function is one training step (start, run, stop, step). A generator function's
+        step runs from its first resumption to its end (or close()), a coroutine function's while it is awaited:
+        their bodies run after the call, which alone once made an empty step."""
+        if inspect.isasyncgenfunction(fn):
+            raise TbprobeError(f"step_fn: {fn.__qualname__} is an async generator function, whose steps cannot be "
+                               "told apart: decorate the function that runs one step")
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def generator(*args: Any, **kwargs: Any) -> Any:
+                with self._one_step(self.model):
+                    return (yield from fn(*args, **kwargs))
+
+            return generator
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def coroutine(*args: Any, **kwargs: Any) -> Any:
+                with self._one_step(self.model):
+                    return await fn(*args, **kwargs)
+
+            return coroutine
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:

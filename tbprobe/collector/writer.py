@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import queue
+import shutil
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
@@ -210,6 +211,22 @@ class StepWriter:
             item["md5"] = text
         step_dir = os.path.join(self.dump_path, f"step{record.step}")
         out = os.path.join(step_dir, rank_dir)
+        try:
+            self._write_step(record, out, step_dir)
+        except OSError:
+            # the step's folder half written (a disk full midway): taken away, which also gives the room back
+            shutil.rmtree(out, ignore_errors=True)
+            try:
+                os.rmdir(step_dir)    # (only when no other rank's folder is in it)
+            except OSError:
+                pass
+            raise
+        if self.on_step_written is not None:
+            # only for the newest finished step: when the writer is behind, older steps skip the extras
+            self.on_step_written(out, record.step, health, not self._steps_pending())
+
+    def _write_step(self, record: StepRecord, out: str, step_dir: str) -> None:
+        """The step's files: its tensor files, side files and dump.json (debug.json) last."""
         dirs = (step_dir, out)
         data_dir = None
         if record.tensor_files and self.save_tensor is not None:
@@ -225,8 +242,8 @@ class StepWriter:
                     item.pop("data_name", None)
                     self.file_errors += 1
                     if self.file_errors == 1:
-                        log.warning("tbprobe: tensor file %s not written (%s: %s); the step's other files are",
-                                    fname, type(exc).__name__, exc)
+                        log.warning("tbprobe: tensor file %s not written (%s: %s); the step's other files are "
+                                    "written, and its record names no file", fname, type(exc).__name__, exc)
         # level debug: the saved values in debug.json, alone (no construct, no stacks), as the reference writes them
         side = [] if self.level == "debug" else self._side_texts(record)
         files = [self._side_file(out, fname, text) for fname, text in side]
@@ -235,9 +252,6 @@ class StepWriter:
         identities = self._write_files(dirs, files)
         for (fname, text), (path, *_), ident in zip(side, files, identities):
             self._last_side[fname] = (text, path, ident)
-        if self.on_step_written is not None:
-            # only for the newest finished step: when the writer is behind, older steps skip the extras
-            self.on_step_written(out, record.step, health, not self._steps_pending())
 
     def _side_texts(self, record: StepRecord) -> List[tuple]:
         """The step's side files as (file name, text): stack.json, construct.json and, when there is data flow,

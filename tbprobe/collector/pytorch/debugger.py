@@ -1,10 +1,12 @@
 """PrecisionDebugger: the collector's public class for PyTorch (drop-in for msprobe's)."""
 import atexit
 import contextlib
+import errno
 import functools
 import inspect
 import logging
 import os
+import shutil
 import time
 from typing import Any, Callable, ContextManager, Iterator, List, Optional, Sequence, Union
 
@@ -471,4 +473,26 @@ class PrecisionDebugger:
 
 
 def _save_tensor(path: str, t: torch.Tensor) -> None:
-    torch.save(t.cpu(), path)
+    """torch.save through a file of ours: torch's own file writer reports a full disk as a RuntimeError of its
+    internals ("unexpected pos"), which the writer took for one bad tensor, going on to the next; this way the
+    OSError (ENOSPC) stops collection with its message. A file left half written is removed."""
+    try:
+        with open(path, "wb") as f:
+            torch.save(t.cpu(), f)
+    except BaseException as exc:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        # (a write the buffered file took in part still reaches torch's writer as a position it did not expect)
+        if isinstance(exc, Exception) and not isinstance(exc, OSError) and _no_room(path, t):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path) from exc
+        raise
+
+
+def _no_room(path: str, t: torch.Tensor) -> bool:
+    """Whether the file system of `path` lacks the room for `t`'s file."""
+    try:
+        return shutil.disk_usage(os.path.dirname(path)).free < t.numel() * t.element_size() + (1 << 16)
+    except (OSError, RuntimeError):
+        return False

@@ -2,7 +2,13 @@
 
 First scene that applies: inputs finite and an output inf/nan -> critical; both -> high; an input inf/nan and the
 outputs finite -> medium; max output Norm / max input Norm > 100 -> high. Only tensor items count (a scalar
-multiplier is not an input norm)."""
+multiplier is not an input norm).
+
+A tensor is inf/nan when one of its values is: its Max or Min is not finite, or its nan/inf counts (tbprobe's
+extra keys) say so. Not when only its Mean or Norm is: a float32 Norm overflows once |x| passes about 1.8e19, with
+every value finite, which is the usual state of a tensor just before the operator that truly overflows; counting
+it blamed that earlier operator as the first overflow (msprobe leaves Norm out too, and tbprobe leaves Mean, a
+sum that can overflow the same way)."""
 import math
 from typing import Optional
 
@@ -12,7 +18,8 @@ from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph
 __all__ = ["overflow_level", "mark_overflow", "LEVEL_RANK"]
 
 LEVEL_RANK = {None: 0, "medium": 1, "high": 2, "critical": 3}
-_STATS = ("Max", "Min", "Mean", "Norm")
+_VALUE_BOUNDS = ("Max", "Min")
+_COUNTS = ("nan_count", "inf_count")
 
 
 def _scan(items):
@@ -21,13 +28,17 @@ def _scan(items):
     for _, item in items:
         if not is_tensor_item(item):
             continue
-        for key in _STATS:
+        for key in _VALUE_BOUNDS:
             v = item.get(key)
             if isinstance(v, float) and not math.isfinite(v):
                 bad = True
+        for key in _COUNTS:
+            v = item.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                bad = True
         v = item.get("Norm")
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            norm = v if norm is None else max(norm, v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v):
+            norm = v if norm is None else max(norm, v)    # (an overflowed Norm, inf, is a jump past any ratio)
     return bad, norm
 
 

@@ -74,14 +74,18 @@ def test_first_overflow_fixture_rule(tmp_path):
 def test_first_overflow_is_earliest_with_finite_inputs(tmp_path):
     """Earliest in execution order among nodes with finite inputs and an Inf/NaN output; nodes with bad inputs
     (inf in and out, or inf in only) or a finite x1000 norm jump come earlier but do not count, and a module that
-    completes after its APIs does not win over them."""
+    completes after its APIs does not win over them. An output whose values are finite but whose float32 Norm or
+    Mean overflowed (|x| past about 1.8e19) is not an Inf output: it was, and the operator before the one that
+    truly overflowed got the blame."""
     inf, nan = float("inf"), float("nan")
     blk = "Module.blk.Blk.forward.0"
     data = {
         "Torch.jump.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), norm=5000.0)]),
         "Torch.both.0.forward": synth.api_entry([T((4,), mx=inf, norm=inf)], [T((4,), mx=inf, norm=inf)]),
-        "Torch.inonly.0.forward": synth.api_entry([T((4,), mean=nan)], [T((4,), norm=1.0)]),
-        "Torch.first.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), mean=nan)]),
+        "Torch.inonly.0.forward": synth.api_entry([T((4,), mn=nan)], [T((4,), norm=1.0)]),
+        # finite values whose float32 Norm (or Mean, a sum) overflowed: not an overflow, in or out
+        "Torch.norm_only.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=3e38, norm=inf, mean=inf)]),
+        "Torch.first.0.forward": synth.api_entry([T((4,), mx=1e38, norm=inf)], [T((4,), mx=nan)]),
         "Torch.second.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
         blk: synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
     }
@@ -92,7 +96,9 @@ def test_first_overflow_is_earliest_with_finite_inputs(tmp_path):
                        progress=False)
     conn = golden.open_ro(result.path)
     row = conn.execute("SELECT node_name, exec_order FROM tbprobe_findings WHERE kind='first_overflow'").fetchone()
-    assert tuple(row) == ("Torch.first.0.forward", 3)
+    assert tuple(row) == ("Torch.first.0.forward", 4)
+    levels = dict(conn.execute("SELECT node_name, overflow_level FROM tb_nodes"))
+    assert levels["Torch.norm_only.0.forward"] == "high"     # (its x1000 norm jump: inf is not a ratio)
     assert result.summary["first_overflow"] == "step 0 rank 0: Torch.first.0.forward"
     # without -oc no levels are graded and no first overflow is claimed
     plain = run_graph(str(tmp_path / "d"), None, str(tmp_path / "p"), parallel=False, progress=False)

@@ -519,19 +519,19 @@ static int run(PyObject *const *args, Result *out) {
     return run_raw((const void *)(uintptr_t)address, n, (int)kind, out);
 }
 
-/* A pass's health figure: max(|Max|, |Min|), or -1.0 when Max or Min is NaN/Inf, or -2.0 when only Mean or Norm
-   is (an overflow). */
+/* A pass's health figure: max(|Max|, |Min|); -1.0 when Max or Min is NaN/Inf; -2.0 - max(|Max|, |Min|) when only
+   Mean or Norm is (an overflow of finite values, whose largest |x| still counts in the step's max_abs: those are the
+   values growing towards an overflow, which the health scalar is there to show). */
 static double health_of(const Result *r) {
-    return !r->finite_range ? -1.0 : !r->finite_all ? -2.0 : r->max_abs;
+    return !r->finite_range ? -1.0 : !r->finite_all ? -2.0 - r->max_abs : r->max_abs;
 }
 
 static PyObject *key_names[7];
 static const char *const key_texts[7] = {"Max", "Min", "Mean", "Norm", "zero_count", "nan_count", "inf_count"};
 
 /* summarise_into(item, address, count, kind[, sizes, strides]) -> health: sets the item's seven statistics keys (in the
-   reference's order, after the placeholders the caller put there) and returns max(|Max|, |Min|), or -1.0 when
-   Max or Min is NaN/Inf, or -2.0 when only Mean or Norm is (an overflow): what the step's health and the
-   writer's choice of JSON encoder need, without a Python tuple per tensor. */
+   reference's order, after the placeholders the caller put there) and returns its health figure (health_of): what
+   the step's health and the writer's choice of JSON encoder need, without a Python tuple per tensor. */
 static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if ((nargs != 4 && nargs != 6) || !PyDict_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "summarise_into(item: dict, address, count, kind[, sizes, strides])");
@@ -582,7 +582,7 @@ static PyObject *summarise_into(PyObject *self, PyObject *const *args, Py_ssize_
 static PyMethodDef methods[] = {
     {"summarise_into", (PyCFunction)(void (*)(void))summarise_into, METH_FASTCALL,
      "summarise_into(item, address, count, kind[, sizes, strides]) -> max(|Max|, |Min|), -1.0 (Max/Min not "
-     "finite) or -2.0 (Mean or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and "
+     "finite) or -2.0 - max(|Max|, |Min|) (only Mean or Norm not finite): sets the item's Max, Min, Mean, Norm, zero_count, nan_count and "
      "inf_count. With sizes and strides (in elements), the float view they lay out from address; None, and the item "
      "untouched, for a layout it does not take."},
     {"stack_key", (PyCFunction)(void (*)(void))stack_key, METH_FASTCALL,

@@ -247,6 +247,8 @@ static void note_health(HostItems *self, double h) {
         self->nonfinite_values = 1;
         if (h == -1.0)
             self->nonfinite++;
+        else if (-2.0 - h > self->max_abs)   /* finite values, their Mean or Norm overflowed */
+            self->max_abs = -2.0 - h;
     }
 }
 

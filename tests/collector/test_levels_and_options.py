@@ -485,6 +485,29 @@ def test_dataflow_side_file_and_health_events(tmp_path):
     assert [e.step for e in records] == [0, 1] and records[0].value == len(load_rank(rank)["dump"]["data"])
 
 
+@pytest.mark.parametrize("size", [3, 100_000])     # (the host kernel's items; the batched device path's)
+def test_max_abs_counts_finite_values_whose_norm_overflowed(tmp_path, size):
+    """The health scalar max_abs left out a tensor whose values were finite but whose float32 Norm (or Mean)
+    overflowed: the values growing towards an overflow, which the scalar is there to show."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0, 1])
+    for big in (1e10, 1e30):
+        dbg.start()
+        x = torch.tensor([1.0, -2.0, 0.5]).repeat(size // 3)
+        (x * big).mean()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    (events_dir,) = glob.glob(str(tmp_path / "dump_tb" / "events" / "*"))
+    acc = EventAccumulator(events_dir)
+    acc.Reload()
+    got = [e.value for e in acc.Scalars("tbprobe/max_abs")]
+    out = load_rank(rank_dirs(str(tmp_path / "dump"), 1)[0])["dump"]["data"]["Tensor.__mul__.0.forward"]["output"][0]
+    assert math.isinf(out["Norm"]) and math.isfinite(out["Min"])
+    assert got == [pytest.approx(2e10), pytest.approx(2e30, rel=1e-6)]
+
+
 def test_nonfinite_values_are_counted(tmp_path):
     dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
     x = torch.tensor([1.0, 0.0, -1.0])

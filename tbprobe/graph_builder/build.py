@@ -14,8 +14,13 @@ _API_COUNTER = re.compile(r"^(.*)\.(\d+)\.(forward|backward)$")
 _MODULE_CALL = re.compile(r"^(.*)\.(forward|backward)\.(\d+)$")
 
 
+# the collectors' pseudo parents of the optimizer's and gradient clipping's calls: module nodes, as in the
+# reference's graph (they were API nodes, and two of them in a row went under an Apis_Between_Modules of their own)
+_PSEUDO_PARENTS = ("optimizer", "clip_grad")
+
+
 def node_type_of(name: str) -> str:
-    if name.startswith(_MODULE_PREFIXES) or ".parameters_grad" in name:
+    if name.startswith(_MODULE_PREFIXES) or ".parameters_grad" in name or name in _PSEUDO_PARENTS:
         return NODE_MODULE
     if name.startswith("Apis_Between_Modules"):
         return NODE_API_COLLECTION
@@ -95,7 +100,7 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
         if name not in nodes:
             pos = exec_get(name)
             # node_type_of(name), without a call per node
-            if name.startswith(module_prefixes) or ".parameters_grad" in name:
+            if name.startswith(module_prefixes) or ".parameters_grad" in name or name in _PSEUDO_PARENTS:
                 node_type = NODE_MODULE
             elif name.startswith("Apis_Between_Modules"):
                 node_type = NODE_API_COLLECTION

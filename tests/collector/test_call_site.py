@@ -106,3 +106,27 @@ def test_tensor_methods_and_recurrent_kernels_are_recorded_as_the_reference_reco
     assert _layout(data["Tensor.unique.0.forward"]) == (["torch.Tensor"], {"sorted": True})
     kernels = sorted(k for k in data if k.endswith(".forward") and k.split(".")[1] in ("lstm", "rnn_tanh", "gru"))
     assert kernels == ["Torch.lstm.0.forward", "VF.gru.0.forward", "VF.lstm.0.forward", "VF.rnn_tanh.0.forward"]
+
+
+def test_the_stack_of_a_function_written_in_python_starts_at_its_caller(tmp_path):
+    """F.relu and Tensor.norm hand themselves to the operator mode through torch's handle_torch_function: their
+    stacks began with that frame and the function's own line, where msprobe's (which wraps the function) begin
+    at the caller. A C function's stack began at the caller already."""
+    import inspect
+
+    from conftest import load_rank
+
+    x = torch.randn(3, 4)
+    lines = {}
+
+    def calls():
+        F.relu(x); lines["relu"] = inspect.currentframe().f_lineno      # noqa: E702
+        x.norm(dim=1); lines["norm"] = inspect.currentframe().f_lineno  # noqa: E702
+        torch.exp(x); lines["exp"] = inspect.currentframe().f_lineno    # noqa: E702
+
+    _records(tmp_path, calls)
+    stack = load_rank(rank_dirs(str(tmp_path / "dump"))[0])["stack"]
+    first = {name: frames[0] for names, frames in stack.values() for name in names}
+    for name, key in (("Functional.relu.0.forward", "relu"), ("Tensor.norm.0.forward", "norm"),
+                      ("Torch.exp.0.forward", "exp")):
+        assert f"test_call_site.py, line {lines[key]}, in calls," in first[name], (name, first[name])

@@ -108,6 +108,24 @@ class _Mode(TorchFunctionMode):
         return cap.call(func, prefix, api, args, kwargs)
 
 
+_HANDLE_CODE = torch.overrides.handle_torch_function.__code__
+
+
+def _dispatch_frames(func) -> int:
+    """How many frames above the mode's handler belong to the call itself: a function written in Python (F.relu,
+    Tensor.norm) hands itself to the mode through handle_torch_function, so its own frame and that one sit
+    between the mode and the caller. The reference, which wraps the function, starts the stack at the caller."""
+    if type(func) is not types.FunctionType:
+        return 0
+    try:
+        # (0: here, 1: ApiCapture.call, 2: the mode's __torch_function__)
+        if sys._getframe(3).f_code is _HANDLE_CODE and sys._getframe(4).f_code is func.__code__:
+            return 2
+    except (ValueError, AttributeError):
+        pass
+    return 0
+
+
 def types_plain(types) -> bool:
     """Whether every tensor type taking part is torch.Tensor or Parameter (a subclass keeps its own dispatch)."""
     return all(t is torch.Tensor or t is torch.nn.Parameter for t in types)
@@ -362,7 +380,7 @@ class ApiCapture:
                 args_items = s.items.list_items(rec_args, f"{name}.input")
                 kwargs_items = {k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in rec_kwargs.items()}
                 s.note_consumer(name, rec_args)
-                s.add_stack(name, 3)
+                s.add_stack(name, 3 + _dispatch_frames(func))
             # dropout with p=0 returns its input: no backward of its own (the reference leaves it out too)
             grad = torch.is_grad_enabled() and not (api in _DROPOUTS and _dropout_p(args, kwargs) == 0)
         except Exception as exc:

@@ -2,8 +2,9 @@
 
 It lives in `<dump_path>_tb/` (beside the dump, since msprobe refuses a dump folder holding anything but step
 folders), with the health event files: `tensorboard --logdir <dump_path>_tb` shows both while training runs.
-Uses the graph builder's `build_rank_rows` and the formats' `LiveVisDb` (each step one transaction: a reader
-never sees half a step). Framework-neutral.
+Uses the graph builder's `build_rank_tables` (nodes, stacks and the data-flow edges, which the TensorBoard plugin
+draws) and the formats' `LiveVisDb` (each step one transaction: a reader never sees half a step).
+Framework-neutral.
 """
 import logging
 import os
@@ -44,7 +45,7 @@ class LiveGraph:
         path = Path(rank_dir)
         rd = RankDir(step=step, rank=rank, path=path, dump_json=path / "dump.json",
                      construct_json=path / "construct.json", stack_json=path / "stack.json", label=label)
-        nodes, stacks, ext = api.build_rank_rows(rd)
+        nodes, stacks, ext, edges = api.build_rank_tables(rd)
         db = self._dbs.get(label)
         if db is not None and not db.path.exists():
             # (the folder was deleted mid-run, as a dump folder may be: a new database, not writes to a lost file)
@@ -54,7 +55,7 @@ class LiveGraph:
             os.makedirs(self.dir, exist_ok=True)
             db = LiveVisDb(os.path.join(self.dir, f"build_{label}.vis.db"))
             self._dbs[label] = db
-        db.add_graph(nodes, stacks, ext, step=step, rank=rank)
+        db.add_graph(nodes, stacks, ext, step=step, rank=rank, edge_rows=edges)
 
     def close(self) -> None:
         for db in self._dbs.values():

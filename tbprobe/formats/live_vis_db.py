@@ -15,6 +15,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 from tbprobe.errors import FormatError
 from tbprobe.formats._vis_sql import (
     INSERT_CONFIG,
+    INSERT_EDGE,
     INSERT_META,
     INSERT_NODE,
     INSERT_NODE_EXT,
@@ -93,8 +94,10 @@ class LiveVisDb:
         rank: int,
         side: str = "NPU",
         micro_steps: Optional[int] = None,
+        edge_rows: Iterable[Sequence[Any]] = (),
     ) -> None:
-        """Write one step x rank graph in one transaction, replacing that graph if it was written before."""
+        """Write one step x rank graph in one transaction, replacing that graph if it was written before
+        (`edge_rows`: its tbprobe_edges rows, the data flow)."""
         graph_id = f"{side}_{step}_{rank}"
         lo, hi = graph_id + "_", graph_id + "`"  # ids of this graph: '<graph_id>_...' ('`' follows '_')
         conn = self.conn
@@ -103,9 +106,11 @@ class LiveVisDb:
             conn.execute("DELETE FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ?", (step, rank, side))
             conn.execute("DELETE FROM tb_stack WHERE id >= ? AND id < ?", (lo, hi))
             conn.execute("DELETE FROM tbprobe_node_ext WHERE id >= ? AND id < ?", (lo, hi))
+            conn.execute("DELETE FROM tbprobe_edges WHERE graph_id = ?", (graph_id,))
             conn.executemany(INSERT_NODE, node_rows)
             conn.executemany(INSERT_STACK, stack_rows)
             conn.executemany(INSERT_NODE_EXT, ext_rows)
+            conn.executemany(INSERT_EDGE, edge_rows)
             steps_text, ranks_text, ms = conn.execute(
                 "SELECT step_list, rank_list, micro_steps FROM tb_config WHERE id = '1'").fetchone()
             steps = sorted(set(json.loads(steps_text or "[]")) | {step})

@@ -10,19 +10,25 @@ from tbprobe.graph_builder.load import detect_mode, load_rank
 from tbprobe.graph_builder.rollup import roll_up
 from tbprobe.graph_builder.rows import graph_rows
 
-__all__ = ["build_rank_rows", "compare_nodes"]
+__all__ = ["build_rank_rows", "build_rank_tables", "compare_nodes"]
 
 
 def build_rank_rows(rank_dir: RankDir, side: str = "NPU", overflow_check: bool = False
                     ) -> Tuple[List[list], List[Tuple[str, str]], List[tuple]]:
     """Build one rank's graph and return (tb_nodes rows, tb_stack rows, tbprobe_node_ext rows), ready for
     VisDbWriter.add_nodes / add_stacks / add_node_ext or LiveVisDb."""
+    rows, stacks, ext, _ = build_rank_tables(rank_dir, side, overflow_check)
+    return rows, stacks, ext
+
+
+def build_rank_tables(rank_dir: RankDir, side: str = "NPU", overflow_check: bool = False
+                      ) -> Tuple[List[list], List[Tuple[str, str]], List[tuple], List[tuple]]:
+    """build_rank_rows and the graph's tbprobe_edges rows (its data flow, from dataflow.json) besides."""
     graph = load_rank(rank_dir, side)
     with_md5 = detect_mode(graph) == "md5"
     finish_graph(graph, with_md5, overflow_check)
     roll_up(graph)
-    rows, stacks, ext, _ = graph_rows(graph, with_md5)
-    return rows, stacks, ext
+    return graph_rows(graph, with_md5)
 
 
 _COMPARE_FIELDS = {"Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",

@@ -556,10 +556,16 @@ def test_live_build_graph_per_rank(tmp_path):
     try:
         graphs = sorted(con.execute("SELECT DISTINCT step FROM tb_nodes").fetchall())
         names = {r[0] for r in con.execute("SELECT node_name FROM tb_nodes WHERE step=1")}
+        edges = set(con.execute("SELECT src, dst, dst_slot FROM tbprobe_edges WHERE graph_id LIKE 'NPU_1_%'"))
     finally:
         con.close()
     assert graphs in ([(1,)], [(0,), (1,)])          # an older step may be skipped when the writer is behind
     assert {"Module.fc1.Linear.forward.0", "Functional.linear.0.forward", "DefaultModel"} <= names
+    # its data flow too, as `tbprobe graph` writes it from the same dump (the live graph had no edges)
+    rank = rank_dirs(str(tmp_path / "dump"), 1)[0]
+    with open(os.path.join(rank, "dataflow.json")) as f:
+        flow = json.load(f)
+    assert edges and edges == {(p, c, slot) for c, slots in flow.items() for slot, p in slots.items()}
 
 
 def test_tensor_list_saves_only_matching_tensors(tmp_path):

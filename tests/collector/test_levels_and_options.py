@@ -485,6 +485,23 @@ def test_dataflow_side_file_and_health_events(tmp_path):
     assert [e.step for e in records] == [0, 1] and records[0].value == len(load_rank(rank)["dump"]["data"])
 
 
+def test_dataflow_links_the_tensors_of_a_list_argument(tmp_path):
+    """torch.cat([c, d]) had no dataflow entry: only top-level positional tensors were linked. Its slots are named
+    as its items are, `0.0` and `0.1`. (cat is a low-risk call, recorded with data at risk_level ALL.)"""
+    dbg = make_debugger(tmp_path, level="L1", risk_level="ALL")
+    dbg.start()
+    x = torch.randn(2, 3)
+    c = torch.exp(x)
+    d = torch.add(x, 1)
+    torch.cat([c, x, d], dim=1)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dataflow.json")) as f:
+        flow = json.load(f)
+    assert flow["Torch.cat.0.forward"] == {"0.0": "Torch.exp.0.forward", "0.2": "Torch.add.0.forward"}
+
+
 @pytest.mark.parametrize("size", [3, 100_000])     # (the host kernel's items; the batched device path's)
 def test_max_abs_counts_finite_values_whose_norm_overflowed(tmp_path, size):
     """The health scalar max_abs left out a tensor whose values were finite but whose float32 Norm (or Mean)

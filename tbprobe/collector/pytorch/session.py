@@ -364,14 +364,25 @@ class Session:
                     pass
 
     def note_consumer(self, name: str, inputs: Sequence[Any]) -> None:
+        """dataflow.json's links of one call: each positional input a recorded call produced (at the version it
+        left), by its slot; a list or tuple of tensors (torch.cat's) by `<i>.<j>`, as its items are named."""
         flow = None
+        producers = self.producers
         for i, t in enumerate(inputs):
             if isinstance(t, torch.Tensor):
-                p = self.producers.get(id(t))
+                p = producers.get(id(t))
                 if p is not None and p[0]() is t and p[1] == t._version:
                     if flow is None:
                         flow = self.record.dataflow.setdefault(name, {})
                     flow[str(i)] = p[2]
+            elif isinstance(t, (list, tuple)) and producers:
+                for j, u in enumerate(t):
+                    if isinstance(u, torch.Tensor):
+                        p = producers.get(id(u))
+                        if p is not None and p[0]() is u and p[1] == u._version:
+                            if flow is None:
+                                flow = self.record.dataflow.setdefault(name, {})
+                            flow[f"{i}.{j}"] = p[2]
 
 
 def _shares_to(tr: BackwardTracker, listeners: Dict[int, List[NodeTracker]], i: int,

@@ -227,6 +227,7 @@ class GraphData:
             out["counterpart"] = ov.counterpart(side, node, out["counterpart"])
         out["matched"] = summary["matched"]
         out["order"] = i
+        out["data_flow"] = gf.data_flow(step, rank, side, node)
         other = "Bench" if side == "NPU" else "NPU"
         if out["counterpart"] and other in gf.meta()["sides"]:
             try:

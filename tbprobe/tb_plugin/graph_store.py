@@ -21,6 +21,8 @@ from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 
 __all__ = ["DbGraphFile", "loads_or", "row_metrics", "METRIC_FIELDS"]
 
+_MAX_FEEDS = 200   # consumers listed for one node (a tensor many calls read: an embedding table, a mask)
+
 _POOL_IDLE = 4
 # The compare fields a node can be coloured or sorted by (statistics, tensor and md5 modes of the reference).
 METRIC_FIELDS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
@@ -391,6 +393,22 @@ class DbGraphFile:
                     if key not in metrics or value > metrics[key]:
                         metrics[key] = value
         return out
+
+    def data_flow(self, step: int, rank: int, side: str, name: str) -> Optional[Dict[str, List[dict]]]:
+        """The node's data-flow links (tbprobe_edges, from the collector's dataflow.json): the records that made
+        its inputs, by input slot (`fed_by`), and the ones its outputs went into (`feeds`). None for files
+        without the table and for the bench side, whose edges are not stored."""
+        if "tbprobe_edges" not in self.tables or side != "NPU":
+            return None
+        graph_id = f"NPU_{step}_{rank}"
+        with self._conn() as conn:
+            fed_by = conn.execute("SELECT dst_slot, src FROM tbprobe_edges WHERE graph_id = ? AND dst = ? "
+                                  "ORDER BY rowid", (graph_id, name)).fetchall()
+            feeds = conn.execute("SELECT dst_slot, dst FROM tbprobe_edges WHERE graph_id = ? AND src = ? "
+                                 "ORDER BY rowid LIMIT ?", (graph_id, name, _MAX_FEEDS + 1)).fetchall()
+        return {"fed_by": [{"slot": str(slot), "node": str(node)} for slot, node in fed_by],
+                "feeds": [{"slot": str(slot), "node": str(node)} for slot, node in feeds[:_MAX_FEEDS]],
+                "feeds_truncated": len(feeds) > _MAX_FEEDS}
 
     def stored_findings(self, step: int, rank: int) -> Optional[Dict[str, dict]]:
         """tbprobe's precomputed findings for the debug graph, or None for files without the table."""

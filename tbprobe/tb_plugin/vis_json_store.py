@@ -148,3 +148,6 @@ class VisGraphFile:
 
     def stored_findings(self, step: int, rank: int) -> Optional[dict]:
         return None
+
+    def data_flow(self, step: int, rank: int, side: str, name: str) -> Optional[dict]:
+        return None     # (the reference's .vis files hold no data flow)

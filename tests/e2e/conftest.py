@@ -1,5 +1,6 @@
 """End-to-end fixtures: one real ``tensorboard`` process serving an msprobe-built, a tbprobe-built and a synthetic
-database, and Debian's Chromium driven by Playwright. Screenshots go to test-artifacts/."""
+database and one built from a real collector run, and Debian's Chromium driven by Playwright. Screenshots go to
+test-artifacts/."""
 import os
 import shutil
 
@@ -8,12 +9,13 @@ import pytest
 from tests.tb_plugin.conftest import FIXTURES, build_tbprobe_db
 from tests.tb_plugin.synth_db import XSS_NAME, make_compare_db
 from tests.tb_plugin.tb_server import TensorBoardServer
+from tests.tb_plugin.test_data_flow import collected_graph
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
 ARTIFACTS = os.path.join(os.path.dirname(__file__), "..", "..", "test-artifacts")
-MSPROBE_RUN, TBPROBE_RUN, XSS_RUN = "msprobe_built", "tbprobe_built", "hostile"
+MSPROBE_RUN, TBPROBE_RUN, XSS_RUN, COLLECTED_RUN = "msprobe_built", "tbprobe_built", "hostile", "collected"
 
 __all__ = ["XSS_NAME", "Plugin"]
 
@@ -28,6 +30,11 @@ def e2e_logdir(tmp_path_factory):
     os.makedirs(root / XSS_RUN)
     make_compare_db(str(root / XSS_RUN / "compare_hostile.vis.db"), n_nodes=300, big_children=40,
                     extra_names=(XSS_NAME,), with_data=True)
+    # a real collector run (its data flow), built by tbprobe graph; only the database goes into the log directory
+    work = tmp_path_factory.mktemp("collected_run")
+    name = collected_graph(work)
+    os.makedirs(root / COLLECTED_RUN)
+    shutil.copy(work / name, root / COLLECTED_RUN / name)
     return root
 
 

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import MSPROBE_RUN, TBPROBE_RUN, XSS_NAME, XSS_RUN, db_name
+from tests.e2e.conftest import COLLECTED_RUN, MSPROBE_RUN, TBPROBE_RUN, XSS_NAME, XSS_RUN, db_name
 
 pytestmark = pytest.mark.e2e
 
@@ -58,6 +58,32 @@ def test_search_and_jump_then_details(plugin, e2e_logdir):
     assert "Torch.exp.0.forward" in details.inner_text()
     assert p.testid("details-outputs").count() >= 1 and "critical" in details.inner_text()
     p.shot("search_and_details_en")
+
+
+def test_data_flow_links_walk_to_the_producer(plugin, e2e_logdir):
+    """A collected run's node panel names the records that made its inputs and read its outputs; a click on one
+    selects it."""
+    p = plugin.open(ga(COLLECTED_RUN, db_name(e2e_logdir, COLLECTED_RUN)))
+    p.testid("search-input").fill("relu.0.forward")
+    p.frame.wait_for_function("() => document.querySelector('[data-testid=search-count]').textContent.trim() === '1'")
+    p.testid("search-result").first.click()
+    p.wait_ready()
+    assert p.selected() == "Torch.relu.0.forward"
+    flow = p.testid("details-flow")
+    assert flow.count() == 1
+    assert [a.inner_text() for a in p.testid("flow-producer").all()] == ["Functional.linear.0.forward"]
+    assert [a.inner_text() for a in p.testid("flow-consumer").all()] == ["Functional.linear.1.forward"]
+    p.shot("data_flow_en")
+    p.testid("flow-producer").first.click()
+    p.frame.wait_for_function("() => window.__tbprobe.selected() === 'Functional.linear.0.forward'")
+    p.wait_ready()
+    assert "Functional.linear.0.forward" in p.testid("node-details").inner_text()
+    consumers = sorted(a.inner_text() for a in p.testid("flow-consumer").all())
+    assert consumers == ["Tensor.__add__.0.forward", "Torch.relu.0.forward"]
+    # the reference's files have no data flow: no section
+    p.choose_file(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN))
+    p.click_node("NPU", "Module.head.Linear.forward.0")
+    assert p.testid("details-flow").count() == 0
 
 
 def test_selection_is_linked_across_panes(plugin, e2e_logdir):

@@ -121,6 +121,20 @@ export interface NodeDetails {
   counterpart_data?: { inputs: Param[]; outputs: Param[]; parameters: Param[] } | null;
   distributed: Distributed | null;
   dump_data_dir: string | null;
+  /** The collector's data flow (tbprobe_edges): null where the file holds none (the reference's files). */
+  data_flow?: DataFlow | null;
+}
+
+export interface FlowLink {
+  /** The input slot of the consumer ("0", or "0.1" for a list argument's second tensor). */
+  slot: string;
+  node: string;
+}
+
+export interface DataFlow {
+  fed_by: FlowLink[];
+  feeds: FlowLink[];
+  feeds_truncated: boolean;
 }
 
 export interface ListItem {

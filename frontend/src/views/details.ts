@@ -1,6 +1,7 @@
 // Node details: inputs, outputs and parameters with debug, bench and difference columns (numeric sorting,
-// tooltips from tb_config.tool_tip), the stack with a copy button, and distributed peers as links.
-import type { NodeDetails, Param, Side } from "../api/types";
+// tooltips from tb_config.tool_tip), the data flow (which records made the inputs, which read the outputs) and
+// distributed peers as links, the stack with a copy button.
+import type { DataFlow, FlowLink, NodeDetails, Param, Side } from "../api/types";
 import { t, type MessageKey } from "../i18n";
 import { clear, copyText, el } from "./dom";
 import type { AppContext } from "./context";
@@ -143,6 +144,8 @@ export class DetailsView {
       }
       this.body.append(box);
     }
+    const flow = d.data_flow ? this.flowSection(side, d.data_flow) : null;
+    if (flow) this.body.append(flow);
     this.body.append(this.stackSection(d.stack ?? []));
     const peers = this.peerLinks(side, d);
     if (peers) this.body.append(peers);
@@ -158,6 +161,33 @@ export class DetailsView {
     const pre = el("pre", { class: "ga-stack", text: stack.join("\n") });
     return el("div", { class: "ga-details-section", testid: "details-stack" },
       el("h4", {}, `${t("stack")} (${stack.length}) `, copyBtn), pre);
+  }
+
+  /** The records that made this node's inputs (by input slot) and the ones that read its outputs, each a link
+   * that selects that node: where a bad value came from is one click away. */
+  private flowSection(side: Side, flow: DataFlow): HTMLElement | null {
+    if (!flow.fed_by.length && !flow.feeds.length) return null;
+    const link = (l: FlowLink, testid: string): HTMLElement => {
+      const a = el("a", { href: "#", class: "ga-link", testid, text: l.node });
+      a.addEventListener("click", (ev) => {
+        ev.preventDefault();
+        void this.ctx.goToNode(side, l.node);
+      });
+      // a producer by this node's input slot it fills; a consumer with the slot of its own it is read into
+      return testid === "flow-producer" ? el("div", {}, `${t("inputSlot")} ${l.slot} ← `, a)
+        : el("div", {}, a, ` (${t("inputSlot")} ${l.slot})`);
+    };
+    const box = el("div", { class: "ga-details-section", testid: "details-flow" }, el("h4", { text: t("dataFlow") }));
+    if (flow.fed_by.length) {
+      box.append(el("div", { class: "ga-muted", text: t("fedBy") }));
+      for (const l of flow.fed_by) box.append(link(l, "flow-producer"));
+    }
+    if (flow.feeds.length) {
+      box.append(el("div", { class: "ga-muted", text: t("feeds") }));
+      for (const l of flow.feeds) box.append(link(l, "flow-consumer"));
+      if (flow.feeds_truncated) box.append(el("div", { class: "ga-muted", text: `… ${t("moreFeeds")}` }));
+    }
+    return box;
   }
 
   private peerLinks(side: Side, d: NodeDetails): HTMLElement | null {

@@ -105,3 +105,44 @@ def test_a_model_compiled_and_run_before_the_first_start_is_recorded(tmp_path, w
             assert [n for n in names if not n.startswith("Module.fc1.")] == \
                 [n for n in eager[0] if not n.startswith("Module.fc1.")]
     assert any("compiles again" in r.getMessage() for r in caplog.records)
+
+
+class _Body(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return h.exp().sin().cos().sum() + h.tanh().max()
+
+
+@pytest.mark.parametrize("level", ["L1", "mix"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensor_methods_in_compiled_code_keep_their_names(tmp_path, level, backend, recwarn):
+    """Dynamo compiled the operator mode's handler as a frame of its own, once, for `h.exp()`: its guards do not
+    tell Tensor methods apart, so sin, cos, sum, tanh and max ran that code and were recorded as Tensor.exp.1-5.
+    tbprobe's frames are left to run eagerly; the names are the eager model's, and dynamo warns of no graph break
+    in tbprobe's code. start() with the compiled wrapper names the modules as the eager model's (no _orig_mod)."""
+    names = []
+    for compiled in (False, True):
+        out = tmp_path / str(compiled)
+        out.mkdir()
+        torch.manual_seed(0)
+        model = _Body()
+        run = torch.compile(model, backend=backend) if compiled else model
+        dbg = make_debugger(out, level=level, steps=1)
+        dbg.start(model=run)
+        run(torch.randn(3, 4)).backward()
+        dbg.stop()
+        dbg.step()
+        dbg.close()
+        assert dbg.hook_errors == 0
+        names.append(list(load_rank(rank_dirs(str(out / "dump"), 0)[0])["dump"]["data"]))
+    assert names[0] == names[1]
+    assert [n for n in names[1] if n.startswith("Tensor.") and n.endswith("forward")] == [
+        "Tensor.exp.0.forward", "Tensor.sin.0.forward", "Tensor.cos.0.forward", "Tensor.sum.0.forward",
+        "Tensor.tanh.0.forward", "Tensor.max.0.forward", "Tensor.__add__.0.forward"]
+    if level == "mix":
+        assert "Module.fc.Linear.forward.0" in names[1]
+    assert not [str(w.message) for w in recwarn if "tbprobe" in str(w.message)]

@@ -235,6 +235,61 @@ def _fsdp_worker(rank: int, dump: str, port: int, level: str) -> None:
     dist.destroy_process_group()
 
 
+def _tp_worker(rank: int, dump: str, port: int) -> None:
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    mesh = init_device_mesh("cpu", (2,))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    dbg = PrecisionDebugger(dump_path=dump, level="mix", step=[0])
+    dbg.start(model=model)
+    model(torch.randn(3, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(dump, f"expected{rank}.json"), "w") as f:
+        json.dump({"w0": model[0].weight.to_local().max().item(), "w2_shape": list(model[2].weight.to_local().shape),
+                   "errors": dbg.hook_errors}, f)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_tensor_parallel_dtensors_are_each_rank_s_shard_with_mesh_and_placements(tmp_path):
+    """parallelize_module's DTensors: each rank's local shard summarised, under the DTensor's type, device mesh
+    and placements, as msprobe writes them (checked against its dump of the same run: tbprobe wrote a plain
+    torch.Tensor item)."""
+    dump = str(tmp_path / "dump")
+    os.makedirs(dump)
+    mp.spawn(_tp_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    for rank in (0, 1):
+        with open(os.path.join(dump, f"expected{rank}.json")) as f:
+            want = json.load(f)
+        assert want["errors"] == 0
+        with open(os.path.join(dump, "step0", f"rank{rank}", "dump.json")) as f:
+            data = json.load(f)["data"]
+        first = data["Functional.linear.0.forward"]["input_args"]
+        assert first[1]["type"] == "torch.distributed.tensor.DTensor" and first[1]["shape"] == [4, 4]
+        assert first[1]["device_mesh"] == [0, 1] and first[1]["placements"] == [{"Shard": {"dim": 0}}]
+        assert first[1]["Max"] == want["w0"]
+        assert first[0]["placements"] == [{"Replicate": {}}]
+        second = data["Functional.linear.1.forward"]["input_args"][1]
+        assert second["shape"] == want["w2_shape"] == [4, 4] and second["placements"] == [{"Shard": {"dim": 1}}]
+        weight = data["Module.0.Linear.forward.0"]["parameters"]["weight"]
+        assert list(weight)[:8] == ["type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "requires_grad"]
+        assert list(weight)[8:10] == ["device_mesh", "placements"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["L0", "mix"])
 def test_fsdp2_parameters_are_summarised_as_each_rank_s_shard(tmp_path, level):
@@ -253,7 +308,10 @@ def test_fsdp2_parameters_are_summarised_as_each_rank_s_shard(tmp_path, level):
         names = [n for n in data if n.startswith("Module.0.")]
         assert names[0] == "Module.0.FSDPLinear.forward.0" and "Module.0.FSDPLinear.parameters_grad.0" in names
         item = data["Module.0.FSDPLinear.forward.0"]["parameters"]["weight"]
-        assert item["type"] == "torch.Tensor" and item["shape"] == want["shape"] and item["Max"] == want["max"]
+        assert item["shape"] == want["shape"] and item["Max"] == want["max"]
+        # a DTensor's item names its type, mesh and placements, as the reference writes them
+        assert item["type"] == "torch.distributed.tensor.DTensor"
+        assert item["device_mesh"] == [0, 1] and item["placements"] == [{"Shard": {"dim": 0}}]
         assert data["Module.0.FSDPLinear.parameters_grad.0"]["weight"][0]["shape"] == [4, 4]
         maxes.append(item["Max"])
     assert maxes[0] != maxes[1]                      # two shards, not the whole weight twice

@@ -485,6 +485,36 @@ def test_dataflow_side_file_and_health_events(tmp_path):
     assert [e.step for e in records] == [0, 1] and records[0].value == len(load_rank(rank)["dump"]["data"])
 
 
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+def test_gradients_unscaled_by_grad_scaler_are_summarised_as_they_are_then(tmp_path):
+    """On CPU GradScaler's unscaling changes the gradients in place without bumping their version: at mix the
+    clipping's and the optimizer's records reused the parameters_grad items, 65536 times too large (the
+    reference reads them as they are)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    scaler = torch.amp.GradScaler("cpu")
+    dbg = make_debugger(tmp_path, level="mix")
+    dbg.start(model=model)
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = torch.nn.functional.mse_loss(model(torch.randn(4, 8)).float(), torch.randn(4, 4))
+    scaler.scale(loss).backward()
+    scaled = model[0].weight.grad.clone()
+    scaler.unscale_(opt)
+    unscaled = model[0].weight.grad.clone()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1e6)
+    scaler.step(opt)
+    scaler.update()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0 and not torch.equal(scaled, unscaled)
+    data = dump_of(tmp_path)["dump"]["data"]
+    assert data["Module.0.Linear.parameters_grad.0"]["weight"][0]["Max"] == scaled.max().item()
+    norm_in = data["Torch._foreach_norm.0.forward"]["input_args"][0][0]
+    assert (norm_in["Max"], norm_in["Min"]) == (unscaled.max().item(), unscaled.min().item())
+
+
 def test_dataflow_links_the_tensors_of_a_list_argument(tmp_path):
     """torch.cat([c, d]) had no dataflow entry: only top-level positional tensors were linked. Its slots are named
     as its items are, `0.0` and `0.1`. (cat is a low-risk call, recorded with data at risk_level ALL.)"""

@@ -37,6 +37,11 @@ _CLIPPING = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_")
 # calls whose CPU kernels update running statistics (buffers) in place without bumping their version
 _BUFFER_UPDATES = frozenset({"batch_norm", "instance_norm", "native_batch_norm", "_native_batch_norm_legit",
                              "batch_norm_update_stats", "_batch_norm_impl_index"})
+# unrecorded calls that change tensors in place without bumping their version (GradScaler's unscaling of the
+# gradients on CPU): what tbprobe remembers of those tensors (their parameters_grad items) is forgotten, or the
+# optimizer's records read the gradients as they were before (65536 times too large)
+_UNVERSIONED_WRITES = frozenset(f for f in (getattr(torch, "_amp_foreach_non_finite_check_and_unscale_", None),
+                                            getattr(torch, "_amp_update_scale_", None)) if f is not None)
 _DROPOUTS = {"dropout", "dropout_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "alpha_dropout_",
              "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_"}
 
@@ -96,6 +101,11 @@ class _Mode(TorchFunctionMode):
             if starts_backward(func) and types_plain(types):
                 # a backward pass, with the mode on (tbprobe/collector/pytorch/backward_pass.py)
                 return run_with_mode(self, func, args, kwargs)
+            if func in _UNVERSIONED_WRITES:
+                out = func(*args, **kwargs)
+                for t in flatten_tensors((args, kwargs)):
+                    s.stats.forget(t)
+                return out
             return func(*args, **kwargs)
         if func in BY_CALLER:
             info = caller_named(func, info, sys._getframe(1))

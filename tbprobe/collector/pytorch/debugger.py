@@ -22,6 +22,7 @@ from tbprobe.collector.pytorch.api_mode import ApiCapture
 from tbprobe.collector.pytorch.custom_api import CustomApis
 from tbprobe.collector.pytorch.debug_save import DebugSaver
 from tbprobe.collector.pytorch.distributed import DistributedCapture
+from tbprobe.collector.pytorch.dynamo_skip import keep_own_frames_eager
 from tbprobe.collector.pytorch.module_dump import ModuleDumper
 from tbprobe.collector.pytorch.module_dump import check_args as check_module_dump_args
 from tbprobe.collector.pytorch.module_hooks import ModuleHooks, model_problem
@@ -35,6 +36,17 @@ from tbprobe.errors import TbprobeError
 __all__ = ["PrecisionDebugger"]
 
 log = logging.getLogger("tbprobe.collector")
+
+
+def _uncompiled(model: Any) -> Any:
+    """The model under torch.compile's wrapper (an OptimizedModule holds it as `_orig_mod`): its modules are named
+    as the eager model's, with no `_orig_mod.` in every name and no record of the wrapped model itself."""
+    if isinstance(model, (list, tuple)):
+        return type(model)(_uncompiled(m) for m in model)
+    orig = getattr(model, "_orig_mod", None)
+    if isinstance(orig, torch.nn.Module) and type(model).__name__ == "OptimizedModule":
+        return orig
+    return model
 
 
 def _part_of(module: torch.nn.Module, model: Any) -> bool:
@@ -129,6 +141,7 @@ class PrecisionDebugger:
         step is collected whole, with one warning."""
         if self._finished:
             return
+        keep_own_frames_eager()
         tokens = check_token_range(token_range)
         token_root = check_token_root(model if model is not None else self.model) if tokens is not None else None
         if rank_id is not None:
@@ -146,7 +159,7 @@ class PrecisionDebugger:
         if self._writer.failed:
             self._finish(None)   # (the writer logged why, once)
             return
-        model = model if model is not None else self.model
+        model = _uncompiled(model) if model is not None else self.model
         if self._modules is not None:
             if model is None:
                 raise TbprobeError(f"level {self.config.level} records modules: call start(model=your_model)")

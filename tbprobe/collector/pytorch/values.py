@@ -19,11 +19,16 @@ _STRIDED = torch.strided
 _REDUCIBLE = odd_tensors.REDUCIBLE
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    # DTensor: summarise the local shard, as the reference does
-    if type(t) not in _PLAIN and type(t).__name__ == "DTensor":
-        return t.to_local()
-    return t
+def _is_dtensor(t: torch.Tensor) -> bool:
+    return type(t) not in _PLAIN and type(t).__name__ == "DTensor"
+
+
+_PLACEMENT_FIELDS = ("dim", "split_factor", "reduce_op")   # (torch's placements are C++ objects: no fields list)
+
+
+def _placement(p: Any) -> dict:
+    """A DTensor placement as the reference writes it: {"Shard": {"dim": 0}}, {"Replicate": {}}."""
+    return {type(p).__name__: {f: _plain(getattr(p, f)) for f in _PLACEMENT_FIELDS if hasattr(p, f)}}
 
 
 _PLAIN_DISPATCH = torch.Tensor.__torch_dispatch__
@@ -109,7 +114,25 @@ class ItemMaker:
                     return self._functorch_item(t, view, key, save)
                 self.on_stats(item, t)
             return item
-        t = _local(t)
+        if _is_dtensor(t):
+            # the local shard summarised (and saved), under the DTensor's type, mesh and placements, as the
+            # reference writes it
+            item = self.tensor_item(t.to_local(), key, save)
+            item["type"] = "torch.distributed.tensor.DTensor"
+            item["requires_grad"] = t.requires_grad
+            try:
+                layout = {"device_mesh": t.device_mesh.mesh.tolist(),
+                          "placements": [_placement(p) for p in t.placements]}
+            except Exception:    # (a DTensor of another layout): its statistics stand without them
+                return item
+            # right after requires_grad, where the reference has them (tbprobe's counts, when there, after); in
+            # place: the statistics of a tensor read at the step's end are filled into this very dict
+            keys = list(item)
+            after = keys[keys.index("requires_grad") + 1:] if "requires_grad" in item else []
+            rest = [(k, item.pop(k)) for k in after]
+            item.update(layout)
+            item.update(rest)
+            return item
         view = odd_tensors.functorch_view(t)
         if view is not None:
             return self._functorch_item(t, view, key, save)

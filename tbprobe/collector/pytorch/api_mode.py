@@ -101,7 +101,7 @@ class _Mode(TorchFunctionMode):
             if starts_backward(func) and types_plain(types):
                 # a backward pass, with the mode on (tbprobe/collector/pytorch/backward_pass.py)
                 return run_with_mode(self, func, args, kwargs)
-            if func in _UNVERSIONED_WRITES:
+            if _writes_unversioned(func):
                 out = func(*args, **kwargs)
                 for t in flatten_tensors((args, kwargs)):
                     s.stats.forget(t)
@@ -116,6 +116,13 @@ class _Mode(TorchFunctionMode):
             elif UNRECORDED_OPERATORS.get(dname) == api:
                 return func(*args, **kwargs)
         return cap.call(func, prefix, api, args, kwargs)
+
+
+def _writes_unversioned(func) -> bool:
+    try:
+        return func in _UNVERSIONED_WRITES
+    except TypeError:    # (an unhashable callable)
+        return False
 
 
 _HANDLE_CODE = torch.overrides.handle_torch_function.__code__

@@ -64,6 +64,9 @@ setup(
         "openpyxl>=3.1",
         # dump.json entries decode ~2x faster (the json module remains the fallback and the error reporter)
         "orjson>=3.9",
+        # the plugin's search runs users' regular expressions with a deadline, which the re module has not (one
+        # pattern such as `(.|.)*!` held the GIL and hung the whole TensorBoard server)
+        "regex>=2023.0",
     ],
     extras_require={
         "test": [

@@ -4,15 +4,20 @@ All names of a graph are kept as one lower-case string joined by newlines, so a 
 ``str.find`` over one buffer (about 10 ms per million names) instead of a Python loop. A regular expression is
 first narrowed by the longest literal it must contain, then checked name by name. Regular expressions are bounded
 before they run: a length limit, no back-references, no nested unbounded repeats (the patterns that backtrack
-exponentially), and each is matched against one name at a time (names are short).
+exponentially), and each is matched against one name at a time (names are short). They run on the `regex`
+package's engine, which takes a deadline and lets go of the GIL while it matches: what the checks cannot foresee
+(`(.|.)*!`, `.*.*.*.*.*.*!`, which `re` ran for minutes holding the GIL, every request of the server stalled) is a
+400 after at most two seconds, other requests answered meanwhile.
 """
 import re
 import threading
+import time
 from bisect import bisect_right
 from collections import OrderedDict
 from typing import List, Optional, Tuple
 
 import numpy as np
+import regex
 
 from tbprobe.tb_plugin.api_error import ApiError
 
@@ -28,20 +33,22 @@ __all__ = ["MAX_PATTERN", "NameSearch", "compile_pattern"]
 MAX_PATTERN = 256
 _CACHE_SIZE = 32
 _LOOP_LIMIT = 20000
+_REGEX_SECONDS = 2.0   # one search's time for a regular expression, all names together
 _REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT)
 _MAXREPEAT = sre_constants.MAXREPEAT
 _NO_NEWLINE_CATEGORIES = (sre_constants.CATEGORY_DIGIT, sre_constants.CATEGORY_WORD, sre_constants.CATEGORY_NOT_SPACE)
 
 
-def compile_pattern(pattern: str) -> Tuple["re.Pattern[str]", str, bool]:
+def compile_pattern(pattern: str) -> Tuple["regex.Pattern", str, bool]:
     """(compiled regex, a literal every match contains or '', whether it could match across
     names); 400 for a bad or risky pattern."""
     if len(pattern) > MAX_PATTERN:
         raise ApiError(400, f"search pattern longer than {MAX_PATTERN} characters")
     try:
         parsed = sre_parse.parse(pattern)
-        compiled = re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
+        re.compile(pattern)
+        compiled = regex.compile(pattern, regex.VERSION0)
+    except (re.error, regex.error, RecursionError, OverflowError) as exc:
         raise ApiError(400, f"bad regular expression: {exc}") from None
     _check_bounded(parsed, inside_repeat=False)
     return compiled, _required_literal(parsed), _can_cross_lines(parsed, parsed.state.flags)
@@ -197,20 +204,30 @@ class NameSearch:
 
     def _regex(self, pattern: str, want: int) -> Tuple[int, List[int]]:
         compiled, literal, cross = compile_pattern(pattern)
-        if cross:
-            # Rare patterns that could span names: check name by name, narrowed by a literal they must contain.
-            found = [i for i, n in enumerate(self._names) if (not literal or literal in n) and compiled.search(n)]
-            return len(found), found[:want]
-        # Per-line semantics over the joined buffer (case-sensitive, as regular expressions usually are): ^ and
-        # $ are line anchors and nothing can match a newline, so a match never spans two names.
-        rx = re.compile(pattern, re.MULTILINE)
-        raw = self._raw_text()
+        deadline = time.monotonic() + _REGEX_SECONDS
 
-        def next_hit(start: int) -> Optional[int]:
-            m = rx.search(raw, start)
-            return None if m is None else m.start()
+        def left() -> float:
+            return max(deadline - time.monotonic(), 0.001)
 
-        total, found = self._walk(next_hit, None)
+        try:
+            if cross:
+                # Rare patterns that could span names: check name by name, narrowed by a literal they must contain.
+                found = [i for i, n in enumerate(self._names)
+                         if (not literal or literal in n) and compiled.search(n, concurrent=True, timeout=left())]
+                return len(found), found[:want]
+            # Per-line semantics over the joined buffer (case-sensitive, as regular expressions usually are): ^ and
+            # $ are line anchors and nothing can match a newline, so a match never spans two names.
+            rx = regex.compile(pattern, regex.VERSION0 | regex.MULTILINE)
+            raw = self._raw_text()
+
+            def next_hit(start: int) -> Optional[int]:
+                m = rx.search(raw, start, concurrent=True, timeout=left())
+                return None if m is None else m.start()
+
+            total, found = self._walk(next_hit, None)
+        except TimeoutError:
+            raise ApiError(400, f"regular expression too costly: it ran past {_REGEX_SECONDS:g} s "
+                                "(simplify it, or search for a plain substring)") from None
         return total, found[:want]
 
     def _raw_text(self) -> str:

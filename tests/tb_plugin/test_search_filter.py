@@ -53,6 +53,32 @@ def test_bad_or_costly_regex_is_400(api, logdir, pattern, why):
     assert status == 400 and why in body["error"]
 
 
+@pytest.mark.timeout(60)    # (liveness: re ran each of these for minutes)
+@pytest.mark.parametrize("pattern", [r"(.|.)*!", r"(\.|[^.])*!", ".*" * 8 + "!", r"(a?){24}a{24}"])
+def test_patterns_that_backtrack_without_nested_repeats_end(pattern):
+    """None of these has a nested unbounded repeat, so the checks let them through, and Python's re ran each for
+    minutes over a long name, holding the GIL: the whole TensorBoard server stopped answering. They run on the
+    regex package's engine, with a deadline: the right answer, or a 400 saying the pattern is too costly."""
+    import regex
+
+    names = ["x" * 60, "a" * 24 + ".forward", "ab" * 40 + "!"] * 200
+    try:
+        total, _ = NameSearch(names).find(pattern, regex=True, want=5)
+    except ApiError as exc:
+        assert exc.status == 400 and "too costly" in exc.message
+    else:
+        assert total == sum(regex.search(pattern, n) is not None for n in names)
+
+
+def test_a_regex_past_its_deadline_is_400(monkeypatch):
+    import tbprobe.tb_plugin.search_index as search_index
+
+    monkeypatch.setattr(search_index, "_REGEX_SECONDS", 0.0)     # a millisecond: the deadline answers
+    with pytest.raises(ApiError) as info:
+        NameSearch(["x" * 60, "ab" * 40 + "!"] * 200).find(r"(.|.)*!", regex=True, want=5)
+    assert info.value.status == 400 and "too costly" in info.value.message
+
+
 def test_name_search_on_many_names_counts_names_not_occurrences():
     names = [f"Module.blk{i}.blk.forward.{i % 3}" for i in range(5000)] + ["x.blkblkblk"]
     idx = NameSearch(names)

@@ -41,6 +41,17 @@ def loads_or(text: Optional[str], default):
         return default
 
 
+def _ints(values, file: str, column: str) -> List[int]:
+    """A tb_config list of numbers as ints; a 400 naming the column for anything else (a hostile or broken file
+    answered 500 on every route)."""
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, str) and not v.strip().isdigit()):
+            raise ApiError(400, f"{file}: tb_config {column} holds {v!r}, not a step, rank or count")
+        out.append(int(v))
+    return out
+
+
 def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -187,12 +198,13 @@ class DbGraphFile:
                 ranks = [r[0] for r in conn.execute("SELECT DISTINCT rank FROM tb_nodes ORDER BY rank")]
         graph_type = cfg.get("graph_type") or "build"
         schema_version = meta_rows.get("schema_version")
+        name = self.path.rsplit('/', 1)[-1]
         return {
             "graph_type": graph_type,
             "task": cfg.get("task") or "",
-            "steps": [int(s) for s in steps],
-            "ranks": [int(r) for r in ranks],
-            "micro_steps": int(cfg.get("micro_steps") or 1),
+            "steps": _ints(steps, name, "step_list"),
+            "ranks": _ints(ranks, name, "rank_list"),
+            "micro_steps": _ints([cfg.get("micro_steps") or 1], name, "micro_steps")[0],
             "overflow_check": bool(cfg.get("overflow_check")),
             "sides": ["NPU", "Bench"] if graph_type == "compare" else ["NPU"],
             "node_colors": _dict(loads_or(cfg.get("node_colors"), {})),  # build graphs store JSON null

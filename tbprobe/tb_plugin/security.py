@@ -88,6 +88,8 @@ def read_json_post(request, max_bytes: int = MAX_BODY_BYTES) -> Dict[str, Any]:
         body = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise ApiError(400, "the body is not valid JSON") from None
+    except RecursionError:      # ("[" * 100000: the decoder's recursion, a 500 before)
+        raise ApiError(400, "the body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
     return body

@@ -61,6 +61,8 @@ def _read_json(path: str, default):
             return json.load(f)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ApiError(400, f"side file {os.path.basename(path)} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ApiError(400, f"side file {os.path.basename(path)} is nested too deeply") from None
 
 
 class SideFiles:

@@ -108,8 +108,25 @@ def test_post_content_type_size_and_json_checks(api, logdir):
     assert api.post("/api/match", big)[0] == 413
     assert api.post("/api/match", b"{not json")[0] == 400
     assert api.post("/api/match", b"[1, 2]")[0] == 400
+    status, answer = api.post("/api/match", b"[" * 100000 + b"]" * 100000)    # under the size limit (a 500)
+    assert status == 400 and "nested too deeply" in answer["error"]
     assert api.post("/api/match", dict(body, step="x"))[0] == 400
     assert api.client.get(PREFIX + "/api/match").status_code == 405
+
+
+@pytest.mark.parametrize("column,value", [("rank_list", '["a"]'), ("step_list", "[null]"), ("micro_steps", "'x'")])
+def test_a_hostile_tb_config_is_400_naming_the_column(api, logdir, column, value):
+    """tb_config's lists were read with int(): a file holding '["a"]' answered 500 on every route."""
+    import sqlite3
+
+    run, file = db_file(logdir, "cmp_stat")
+    conn = sqlite3.connect(str(logdir / run / file))
+    conn.execute(f"UPDATE tb_config SET {column} = {value if column == 'micro_steps' else repr(value)}")
+    conn.commit()
+    conn.close()
+    for route in ("/api/meta", "/api/root"):
+        status, body = api.get(route, run=run, file=file, step=0, rank=0, side="NPU")
+        assert status == 400 and column in body["error"], (route, status, body)
 
 
 def test_traversal_in_a_post_body_is_refused(api, logdir):

@@ -2,6 +2,7 @@
 function in its `cli` module; this file only assembles them and turns user errors into one clear line."""
 import argparse
 import importlib
+import sqlite3
 import sys
 from typing import List, Optional
 
@@ -49,9 +50,28 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
     except TbprobeError as exc:
         print(f"tbprobe: error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, sqlite3.Error, UnicodeError, RecursionError) as exc:
+        # what the machine or the input's text can do to any command past its own checks (a disk full at the
+        # database's commit, a name with a lone surrogate escape, which JSON allows and UTF-8 refuses): one line
+        print(f"tbprobe: error: {_environment_error(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("tbprobe: interrupted", file=sys.stderr)
         return 130
+
+
+def _environment_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    if isinstance(exc, sqlite3.Error):
+        return f"cannot write the database ({exc})"
+    if isinstance(exc, UnicodeEncodeError):
+        bad = exc.object[exc.start:exc.end] if isinstance(exc.object, str) else ""
+        return f"the input holds text that is not valid Unicode ({bad!r}: a lone surrogate escape)"
+    if isinstance(exc, UnicodeError):
+        return f"the input's text is not valid Unicode ({exc})"
+    return "the input is nested too deeply"
 
 
 def main(argv: Optional[List[str]] = None) -> int:

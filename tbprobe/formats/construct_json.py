@@ -31,6 +31,9 @@ def _parent(path: Path, child: str, value: Any) -> Optional[str]:
     raise FormatError(path, f'parent of "{child}" must be a name, null or [name, micro_step], found {value!r:.60}')
 
 
+_MICRO_STEP_LIMIT = 1 << 31   # (an SQLite INTEGER refused 1e30, a traceback)
+
+
 def load_construct(path: Union[str, Path]) -> Construct:
     p = Path(path)
     doc = read_json(p, "construct.json")
@@ -45,7 +48,8 @@ def load_construct(path: Union[str, Path]) -> Construct:
             result.megatron_micro_step_number = value
             continue
         if isinstance(value, list):
-            if len(value) != 2 or isinstance(value[1], bool) or not isinstance(value[1], int):
+            if (len(value) != 2 or isinstance(value[1], bool) or not isinstance(value[1], int)
+                    or not 0 <= value[1] < _MICRO_STEP_LIMIT):
                 raise FormatError(p, f'"{child}": expected [parent, micro_step], found {value!r:.60}')
             parents[child] = _parent(p, child, value[0])
             result.micro_steps[child] = value[1]

@@ -208,7 +208,9 @@ static int plain_item(PyObject *item) {
    2 outputs; `key` a keyword or parameter name, or NULL for the list position `index`. A visit returns 1 to go
    on, 0 to stop (not the plain layout) or -1 (error); the walk returns 1 when every item was visited, or the
    first 0 / -1. An argument that is a list where a dict belongs, or a dict / other list where the output list
-   belongs, is not the plain layout (0). No Python code runs: exact types only. */
+   belongs, is not the plain layout (0), nor is a container of another type (`"output": 7`), which the general
+   path refuses with a message (the walk skipped it: the node read as having no outputs, and compared as a pass).
+   No Python code runs: exact types only. */
 typedef int (*LayoutVisit)(void *ctx, int group, PyObject *key, Py_ssize_t index, PyObject *item);
 
 static int walk_list(PyObject *v, int group, LayoutVisit visit, void *ctx) {
@@ -233,7 +235,7 @@ static int walk_layout(PyObject *entry, LayoutVisit visit, void *ctx) {
             int ok = walk_list(v, 0, visit, ctx);
             if (ok <= 0)
                 return ok;
-        } else if (PyList_Check(v)) {
+        } else if (v != Py_None) {
             return 0;
         }
     }
@@ -245,7 +247,7 @@ static int walk_layout(PyObject *entry, LayoutVisit visit, void *ctx) {
                 return -1;
             continue;
         }
-        if (!PyDict_Check(v))
+        if (v == Py_None)
             continue;
         if (!PyDict_CheckExact(v))
             return 0;
@@ -262,7 +264,7 @@ static int walk_layout(PyObject *entry, LayoutVisit visit, void *ctx) {
         return PyErr_Occurred() ? -1 : 1;
     if (PyList_CheckExact(v))
         return walk_list(v, 2, visit, ctx);
-    return !(PyList_Check(v) || PyDict_Check(v));
+    return v == Py_None;
 }
 
 static int visit_plain(void *ctx, int group, PyObject *key, Py_ssize_t index, PyObject *item) {

@@ -41,25 +41,26 @@ def _plain(pairs: List[tuple], items, prefix: str) -> bool:
 
 def _pairs(entry: dict) -> Optional[Tuple[List[tuple], List[tuple]]]:
     """(inputs, outputs) as (key suffix after the node name, item or None), in flatten_entry's order, or None
-    when an argument is nested (a list or a dict of tensors) or the output is not a list."""
+    when an argument is nested (a list or a dict of tensors), the output is not a list, or a container is of
+    another type (`"output": 7`: flatten_entry's message; it read as no outputs, and compared as a pass)."""
     ins: List[tuple] = []
     for key in _LIST_KEYS:
         value = entry.get(key)
         if type(value) is list:
             if not _plain(ins, enumerate(value), "input."):
                 return None
-        elif value is not None and isinstance(value, list):
+        elif value is not None:
             return None
     for key, prefix in _DICT_KEYS:
         value = entry.get(key)
-        if isinstance(value, dict) and (type(value) is not dict or not _plain(ins, value.items(), prefix)):
+        if value is not None and (type(value) is not dict or not _plain(ins, value.items(), prefix)):
             return None
     outs: List[tuple] = []
     value = entry.get("output")
     if type(value) is list:
         if not _plain(outs, enumerate(value), "output."):
             return None
-    elif isinstance(value, (list, dict)):
+    elif value is not None:
         return None
     return ins, outs
 

@@ -38,22 +38,32 @@ def is_tensor_item(item: Optional[dict]) -> bool:
     return item is not None and "dtype" in item and "shape" in item and "value" not in item
 
 
-def _flatten(prefix: str, value: Any, out: List[Pair]) -> None:
+_MAX_DEPTH = 200   # nested arguments (the decoder takes ~1000 levels, then the recursion here failed: a traceback)
+
+
+def _flatten(prefix: str, value: Any, out: List[Pair], depth: int = 0) -> None:
+    if depth > _MAX_DEPTH:
+        raise TbprobeError(f'dump entry argument "{prefix[:120]}..." is nested more than {_MAX_DEPTH} deep')
+    depth += 1
     if isinstance(value, list):
         for i, sub in enumerate(value):
-            _flatten(f"{prefix}.{i}", sub, out)
+            _flatten(f"{prefix}.{i}", sub, out, depth)
     elif isinstance(value, dict) and "class_type" in value and "type" not in value:
         # an object described by its fields (the reference's torch.distributed.P2POp: its tensor, direction, peer,
         # tag and group): the graph shows its tensor
         out.append((prefix, value.get("tensor") if isinstance(value.get("tensor"), dict) else None))
     elif isinstance(value, dict) and "type" not in value and value:
         for key, sub in value.items():
-            _flatten(f"{prefix}.{key}", sub, out)
+            _flatten(f"{prefix}.{key}", sub, out, depth)
     elif value is None or isinstance(value, dict):
         out.append((prefix, value))
     else:  # a dump wraps every argument in an item object: a bare number or string here is a broken dump
         raise TbprobeError(f'dump entry argument "{prefix}" is a bare {type(value).__name__}, where an item '
                            f'(an object with "type") or null is expected')
+
+
+_CONTAINERS = (("input_args", (list, tuple)), ("input", (list, tuple)), ("input_kwargs", dict), ("parameters", dict),
+               ("output", (list, tuple, dict)))
 
 
 def flatten_entry(name: str, entry: Optional[dict]) -> Tuple[List[Pair], List[Pair]]:
@@ -70,6 +80,12 @@ def flatten_entry(name: str, entry: Optional[dict]) -> Tuple[List[Pair], List[Pa
                 _flatten(f"{name}.{pname}", items, inputs)
         return inputs, outputs
     # the common leaf (an item dict with "type", or null) is appended here; only nesting goes through _flatten
+    for key, want in _CONTAINERS:
+        value = entry.get(key)
+        if value is not None and not isinstance(value, want):
+            # (read as "no arguments", the node compared as a pass against a bench that has them)
+            raise TbprobeError(f'dump entry "{name}": "{key}" is of type {type(value).__name__}, where '
+                               f'{"an object" if want is dict else "a list"} of items is expected')
     base_in = f"{name}.input."
     for key in ("input_args", "input"):
         value = entry.get(key)

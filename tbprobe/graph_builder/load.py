@@ -24,8 +24,13 @@ def _load_dataflow(path: Path) -> dict:
             doc = json.load(f)
     except (OSError, ValueError) as exc:
         raise FormatError(path, f"cannot read data-flow edges: {exc}") from None
-    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
-        raise FormatError(path, "expected {consumer: {input_slot: producer}}")
+    except RecursionError:
+        raise FormatError(path, "JSON nested too deeply") from None
+    # every producer a record name (a list there stopped the build with a traceback, a null made an edge from
+    # "None")
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) and all(isinstance(p, str) for p in v.values())
+                                            for v in doc.values()):
+        raise FormatError(path, "expected {consumer: {input_slot: producer}}, each producer a record name")
     return doc
 
 

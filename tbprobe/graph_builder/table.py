@@ -110,6 +110,7 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
             header = (["Step", "Rank"] if multi else []) + cols
         for row in table_rows(dg, bg, mode):
             all_rows.append(([str(d_dir.step), str(d_dir.rank)] if multi else []) + row)
+    created = not out.exists()
     _check_out_dir(out_dir, create=True)
     ts = time.strftime("%Y%m%d%H%M%S")
     path = out / f"compare_result_{ts}.{'xlsx' if xlsx else 'csv'}"
@@ -123,11 +124,15 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
                 writer.writerow(header or [])
                 writer.writerows(all_rows)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        raise TbprobeError(f"{path}: cannot write the table ({exc.strerror})") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+        if created:     # (a folder this run made, left empty)
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise TbprobeError(f"{path}: cannot write the table ({exc.strerror})") from None
         raise
     return path, len(all_rows)
 

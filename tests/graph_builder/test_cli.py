@@ -150,3 +150,68 @@ def test_bare_value_in_an_argument(tmp_path, capsys):
     _bad(tmp_path, ["graph", "-tp", str(tmp_path / "d")], capsys, '"Torch.a.0.forward.input.0.0"', "bare int")
     shutil.copytree(tmp_path / "d", tmp_path / "b")
     _bad(tmp_path, ["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b")], capsys, "bare int")
+
+
+def _one_rank(tmp_path, data, construct=None, extra=None):
+    """A debug dump of one rank under tmp_path/d: dump.json's data, construct.json (every entry top level unless
+    given) and the side files in `extra` ({name: text})."""
+    rank = tmp_path / "d" / "step0" / "rank0"
+    rank.mkdir(parents=True)
+    text = json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch", "data": data})
+    # (the argument nested 990 deep, as text: json.dumps itself runs out of stack under pytest)
+    (rank / "dump.json").write_text(text.replace('"DEEP"', "[" * 990 + json.dumps(_ITEM) + "]" * 990))
+    (rank / "construct.json").write_text(construct if construct is not None else json.dumps({k: None for k in data}))
+    (rank / "stack.json").write_text("{}")
+    for name, text in (extra or {}).items():
+        (rank / name).write_text(text)
+    return rank
+
+
+_ITEM = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+         "Norm": 1.0, "requires_grad": False}
+
+
+@pytest.mark.parametrize("bench", [False, True])
+@pytest.mark.parametrize("case,words", [
+    # each was a traceback (exit 1), or read as nothing and compared as a pass
+    ("deep", ["nested"]),          # (the decoder or the argument walk says so, by the stack left)
+    ("output_int", ['"output" is of type int']),
+    ("kwargs_list", ['"input_kwargs" is of type list']),
+    ("micro_step", ["construct.json", "expected [parent, micro_step]"]),
+    ("dataflow_list", ["dataflow.json", "each producer a record name"]),
+    ("dataflow_null", ["dataflow.json", "each producer a record name"]),
+    ("dataflow_deep", ["dataflow.json", "nested too deeply"]),
+    ("surrogate", ["not valid Unicode", "\\ud800"]),
+])
+def test_hostile_dumps_are_one_line_and_exit_2(tmp_path, capsys, case, words, bench):
+    data = {"Torch.a.0.forward": {"input_args": [_ITEM], "input_kwargs": {}, "output": [_ITEM]},
+            "Torch.b.0.forward": {"input_args": [_ITEM], "input_kwargs": {}, "output": [_ITEM]}}
+    construct, extra = None, {}
+    if case == "deep":
+        data["Torch.a.0.forward"]["input_args"] = ["DEEP"]
+    elif case == "output_int":
+        data["Torch.a.0.forward"]["output"] = 7
+    elif case == "kwargs_list":
+        data["Torch.a.0.forward"]["input_kwargs"] = [1, 2]
+    elif case == "micro_step":
+        construct = json.dumps({"Torch.a.0.forward": [None, 10 ** 30], "Torch.b.0.forward": None})
+    elif case == "dataflow_list":
+        extra["dataflow.json"] = json.dumps({"Torch.b.0.forward": {"0": ["Torch.a.0.forward"]}})
+    elif case == "dataflow_null":
+        extra["dataflow.json"] = json.dumps({"Torch.b.0.forward": {"0": None}})
+    elif case == "dataflow_deep":
+        extra["dataflow.json"] = '{"a": ' + "[" * 100000 + "]" * 100000 + "}"
+    elif case == "surrogate":
+        data["\ud800.0.forward"] = data.pop("Torch.b.0.forward")
+    _one_rank(tmp_path, data, construct, extra)
+    args = ["graph", "-tp", str(tmp_path / "d")]
+    if bench:
+        shutil.copytree(tmp_path / "d", tmp_path / "b")
+        args += ["-gp", str(tmp_path / "b")]
+    _bad(tmp_path, args, capsys, *words)
+
+
+def test_compare_of_a_hostile_dump_leaves_no_folder(tmp_path, capsys):
+    data = {"\ud800.0.forward": {"input_args": [_ITEM], "input_kwargs": {}, "output": [_ITEM]}}
+    _one_rank(tmp_path, data)
+    _bad(tmp_path, ["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "d")], capsys, "not valid Unicode")

@@ -2,6 +2,7 @@
 module_dump, start's token_range, rank_id and scheduled_tokens, save's save_backward (test_levels_and_options.py)
 and seed_all's is_enhanced. The expected names are the reference's; the peer test below checks them against
 msprobe's own dumps of the same calls."""
+import glob
 import json
 import logging
 import os
@@ -42,6 +43,11 @@ def test_the_reference_calls_record_the_reference_names(tmp_path, case):
         assert got["rank_dir"] == "rank3"
     if case == "custom":
         assert got["restored"]
+        # a keyword stays a keyword, as msprobe records it (the call was rebuilt, scale=3.0 moved into a position)
+        (dump,) = glob.glob(os.path.join(str(tmp_path / "dump"), "step0", "*", "dump.json"))
+        with open(dump) as f:
+            inner = json.load(f)["data"]["mylib.fused_op.0.forward"]
+        assert len(inner["input_args"]) == 1 and inner["input_kwargs"] == {"scale": {"type": "float", "value": 3.0}}
 
 
 @pytest.mark.peers

@@ -393,7 +393,8 @@ class ApiCapture:
             risky = custom or self._with_data(api, prefix)
             data = risky and s.record_data(name)
             if data:
-                rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs else (args, kwargs)
+                # (a custom function's wrapper gets the call as written: only the mode's calls need rebuilding)
+                rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs and not custom else (args, kwargs)
                 args_items = s.items.list_items(rec_args, f"{name}.input")
                 kwargs_items = {k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in rec_kwargs.items()}
                 s.note_consumer(name, rec_args)

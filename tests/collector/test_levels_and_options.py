@@ -515,6 +515,30 @@ def test_gradients_unscaled_by_grad_scaler_are_summarised_as_they_are_then(tmp_p
     assert (norm_in["Max"], norm_in["Min"]) == (unscaled.max().item(), unscaled.min().item())
 
 
+def test_an_operator_with_one_node_per_output_gets_its_first_output_s_backward(tmp_path):
+    """tensor_split (and MultiheadAttention's output and weights) gives each output a node of its own: the
+    backward record joined every node's gradients in the order the engine reached them (input.0 was output 2's
+    gradient). As msprobe, it is the first output's node's: its gradient in, its inputs' out (checked against
+    msprobe's dump of the same calls)."""
+    dbg = make_debugger(tmp_path, level="L1", risk_level="ALL")
+    x = torch.arange(6.0, requires_grad=True)
+    mha = torch.nn.MultiheadAttention(4, 2)
+    q = torch.randn(3, 1, 4)
+    dbg.start()
+    a, b, c = x.tensor_split(3)
+    (a * 5 + b * 7 + c).sum().backward()
+    o, w = mha(q, q, q)
+    (o.sum() + (w * w).sum()).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    split = data["Tensor.tensor_split.0.backward"]
+    assert [i["Max"] for i in split["input"]] == [5.0] and [i["shape"] for i in split["output"]] == [[6]]
+    attn = data["Functional.multi_head_attention_forward.0.backward"]
+    assert [i["shape"] for i in attn["input"]] == [[3, 1, 4]]
+
+
 def test_dataflow_links_the_tensors_of_a_list_argument(tmp_path):
     """torch.cat([c, d]) had no dataflow entry: only top-level positional tensors were linked. Its slots are named
     as its items are, `0.0` and `0.1`. (cat is a low-risk call, recorded with data at risk_level ALL.)"""

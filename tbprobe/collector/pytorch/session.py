@@ -322,6 +322,10 @@ class Session:
                             shares.append(i)
                         continue
                 hooked.append(t)
+        # the first output's node alone, as the reference hooks it: with one node per output (tensor_split's,
+        # MultiheadAttention's output and weights) the record joined every node's gradients in the order the
+        # engine reached them, so its input.0 was not output 0's gradient
+        del hooked[1:]
         if not hooked and not shares:
             return
         tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.")

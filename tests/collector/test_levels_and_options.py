@@ -466,6 +466,36 @@ def test_debug_level_save_backward(tmp_path):
     assert data["late_grad.0.debug"] is None
 
 
+def test_debug_level_save_backward_of_a_namedtuple_and_a_dataclass(tmp_path):
+    """Their forward entries are dicts of their fields, as msprobe writes them; the gradient entry was a list (a
+    namedtuple) or null with no gradient ever recorded (a dataclass)."""
+    import collections
+    import dataclasses
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    @dataclasses.dataclass
+    class Out:
+        a: torch.Tensor
+        b: int
+
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="debug", step=[0])
+    w = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    h = w * 2
+    dbg.save(Pair(h, 3), "nt")
+    dbg.save(Out(h, 4), "dc")
+    (h ** 2).sum().backward()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = _debug_json(tmp_path, 0)["data"]
+    for name in ("nt", "dc"):
+        assert sorted(data[f"{name}.0.debug"]) == ["a", "b"]
+        grad = data[f"{name}_grad.0.debug"]
+        assert sorted(grad) == ["a", "b"] and grad["b"] is None
+        assert grad["a"]["Max"] == 12.0 and grad["a"]["Min"] == -8.0
+
+
 def test_dataflow_side_file_and_health_events(tmp_path):
     dbg = make_debugger(tmp_path, level="L1", steps=2)
     train(dbg, "mlp", 2)

@@ -328,9 +328,10 @@ class ModuleHooks:
         s = self.session
 
         def post_hook(mod, args, kwargs, output):
-            if pg is not None:
+            if pg is not None and s.active:
                 # a lazy module's parameters exist now; others were replaced, unfrozen or frozen since start()
-                # (the reference hooks the parameters at each forward): their gradients come after
+                # (the reference hooks the parameters at each forward): their gradients come after (between
+                # collected steps start() looks again)
                 try:
                     if pg.lazy or _params_changed(mod, pg.sig):
                         self._hook_params(pg, mod)

@@ -374,19 +374,17 @@ class Session:
         producers = self.producers
         for i, t in enumerate(inputs):
             if isinstance(t, torch.Tensor):
-                p = producers.get(id(t))
-                if p is not None and p[0]() is t and p[1] == t._version:
+                slots = ((str(i), t),)
+            elif isinstance(t, (list, tuple)) and producers:
+                slots = ((f"{i}.{j}", u) for j, u in enumerate(t) if isinstance(u, torch.Tensor))
+            else:
+                continue
+            for slot, u in slots:
+                p = producers.get(id(u))
+                if p is not None and p[0]() is u and p[1] == u._version:
                     if flow is None:
                         flow = self.record.dataflow.setdefault(name, {})
-                    flow[str(i)] = p[2]
-            elif isinstance(t, (list, tuple)) and producers:
-                for j, u in enumerate(t):
-                    if isinstance(u, torch.Tensor):
-                        p = producers.get(id(u))
-                        if p is not None and p[0]() is u and p[1] == u._version:
-                            if flow is None:
-                                flow = self.record.dataflow.setdefault(name, {})
-                            flow[f"{i}.{j}"] = p[2]
+                    flow[slot] = p[2]
 
 
 def _shares_to(tr: BackwardTracker, listeners: Dict[int, List[NodeTracker]], i: int,

@@ -107,8 +107,9 @@ class _Mode(TorchFunctionMode):
                     s.stats.forget(t)
                 return out
             return func(*args, **kwargs)
-        if func in BY_CALLER:
-            info = caller_named(func, info, sys._getframe(1))
+        named = BY_CALLER.get(func)     # (func is hashable: the table had it)
+        if named is not None:
+            info = caller_named(named, info, sys._getframe(1))
         prefix, api = info
         if dname is not None:
             if DUNDER_ALIASES.get(dname) == api:

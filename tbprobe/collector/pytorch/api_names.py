@@ -11,8 +11,8 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["lookup", "caller_named", "BY_CALLER", "passes_through", "DUNDER_ALIASES", "UNRECORDED_OPERATORS", "risk_of", "NEVER", "LOW_RISK",
-           "CORE", "EXTRAS"]
+__all__ = ["lookup", "caller_named", "BY_CALLER", "passes_through", "DUNDER_ALIASES", "UNRECORDED_OPERATORS",
+           "risk_of", "NEVER", "LOW_RISK", "CORE", "EXTRAS"]
 
 # Never recorded: metadata queries, autograd plumbing, moves, formatting (REFERENCE.md "Never recorded").
 NEVER = {
@@ -220,10 +220,8 @@ def _build() -> None:
             obj = getattr(vf, name, None)
             if obj is not None:
                 _add(obj, "VF", name)
-        for name in _RNN_KERNELS:
-            obj = getattr(vf, name, None)
-            if obj is not None and obj in _TABLE:
-                BY_CALLER[obj] = ("VF", name)
+                if name in _RNN_KERNELS:
+                    BY_CALLER[obj] = ("VF", name)
     for name in PASS_THROUGH:
         obj = getattr(torch.Tensor, name, None)
         if obj is not None:
@@ -241,14 +239,10 @@ def lookup(func: object) -> Optional[Tuple[str, str]]:
         return None
 
 
-def caller_named(func: object, info: Tuple[str, str], caller) -> Tuple[str, str]:
-    """The name of a call of `func` (looked up as `info`) made from the frame `caller`: the recurrent kernels that
-    torch.nn's modules call are named apart from direct calls of the same functions."""
-    try:
-        named = BY_CALLER.get(func)
-    except TypeError:
-        return info
-    if named is not None and caller is not None and caller.f_code.co_filename.endswith(_RNN_MODULES_FILE):
+def caller_named(named: Tuple[str, str], info: Tuple[str, str], caller) -> Tuple[str, str]:
+    """The name of a call of a function of BY_CALLER (`named` there, `info` in the table) made from the frame
+    `caller`: the recurrent kernels that torch.nn's modules call are named apart from direct calls of them."""
+    if caller is not None and caller.f_code.co_filename.endswith(_RNN_MODULES_FILE):
         return named
     return info
 

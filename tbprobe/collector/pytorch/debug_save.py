@@ -6,12 +6,12 @@ with null leaves. The gradient's item fills the leaf of each tensor that require
 A gradient that never comes (the tensor does not feed the loss, or was saved after the backward) stays null.
 The writer puts these entries in the step's `debug.json`, as the reference does.
 """
-import dataclasses
 from typing import Any, Dict, List, Optional
 
 import torch
 
 from tbprobe.collector.pytorch.session import Session
+from tbprobe.collector.pytorch.values import field_names
 
 __all__ = ["DebugSaver"]
 
@@ -52,9 +52,7 @@ class DebugSaver:
                 self._handles.append(value.register_hook(self._on_grad(parent, slot, key)))
             return None
         # a namedtuple or a dataclass: by field, as its forward item is (the gradient entry was a list, or null)
-        fields = (value._fields if isinstance(value, tuple) and hasattr(value, "_fields")
-                  else tuple(value.__dataclass_fields__) if dataclasses.is_dataclass(value)
-                  and not isinstance(value, type) else None)
+        fields = field_names(value)
         if fields is not None:
             out_f: Dict[str, Any] = {str(f): None for f in fields}
             for f in fields:

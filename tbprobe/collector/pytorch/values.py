@@ -8,7 +8,7 @@ import torch
 from tbprobe.collector.pytorch import odd_tensors
 from tbprobe.collector.pytorch.stats import is_summarisable, tensor_checksum, tensor_xor
 
-__all__ = ["ItemMaker"]
+__all__ = ["ItemMaker", "field_names"]
 
 _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
@@ -315,6 +315,16 @@ except ImportError:   # a torch built without distributed
 
 def _is_dataclass(v: Any) -> bool:
     return dataclasses.is_dataclass(v) and not isinstance(v, type)
+
+
+def field_names(v: Any) -> Optional[tuple]:
+    """The fields of a namedtuple or of a dataclass instance (transformers' ModelOutput too), by which the
+    reference writes such a value (as ItemMaker does); None for anything else."""
+    if isinstance(v, tuple) and hasattr(v, "_fields"):
+        return v._fields
+    if _is_dataclass(v):
+        return tuple(v.__dataclass_fields__)
+    return None
 
 
 def _fill_row(item: dict, row: list) -> None:

@@ -202,20 +202,28 @@ def _layout(value):
     return value
 
 
-def _fsdp_worker(rank: int, dump: str, port: int, level: str) -> None:
+def _gloo_mesh(rank: int, port: int):
+    """This process as one of two gloo ranks, with their one-dimensional CPU device mesh."""
     import torch
     import torch.distributed as dist
-    import torch.nn as nn
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    from tbprobe import PrecisionDebugger
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
-    mesh = init_device_mesh("cpu", (2,))
+    return init_device_mesh("cpu", (2,))
+
+
+def _fsdp_worker(rank: int, dump: str, port: int, level: str) -> None:
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.distributed.fsdp import fully_shard
+
+    from tbprobe import PrecisionDebugger
+
+    mesh = _gloo_mesh(rank, port)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     for layer in (model[0], model[2]):
@@ -239,16 +247,11 @@ def _tp_worker(rank: int, dump: str, port: int) -> None:
     import torch
     import torch.distributed as dist
     import torch.nn as nn
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     from tbprobe import PrecisionDebugger
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    mesh = init_device_mesh("cpu", (2,))
+    mesh = _gloo_mesh(rank, port)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
     parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})

@@ -1,5 +1,5 @@
 """Which records to keep: scope, list, data_mode, rank and step filters. Framework-neutral."""
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from tbprobe.collector.config import CollectorConfig
 
@@ -68,8 +68,17 @@ class NameFilter:
 
     def keep(self, name: str, direction: str) -> bool:
         """Whether the record `name` (about to be made) passes scope, list and the forward/backward data_mode."""
-        if not (self.backward if direction == "backward" else self.forward):
-            return False
+        return self.judge(name, direction)[0]
+
+    def judge(self, name: str, direction: str) -> Tuple[bool, bool]:
+        """(keep(name, direction), whether `name` passes scope and list): a forward call that data_mode leaves
+        out still has its stack in stack.json when it passes them, as in the reference, where data_mode only
+        decides what a record holds."""
+        wanted = self.backward if direction == "backward" else self.forward
+        selected = self._selected(name)
+        return wanted and selected, selected
+
+    def _selected(self, name: str) -> bool:
         if self.scope:
             if name == self.scope[0]:
                 self._in_scope = True   # (an operator's name: its record is its whole call)

@@ -2,7 +2,8 @@
 
     python reference_api_cases.py {msprobe|tbprobe} CASE OUT_DIR    prints {"rank_dir": ..., "names": [...]} as JSON
 
-CASE: custom (register_custom_api / restore_custom_api), module_dump (module_dump / module_dump_end at L1),
+CASE: custom (register_custom_api / restore_custom_api; custom_l0: at L0, inside and outside a model's modules),
+module_dump (module_dump / module_dump_end at L1),
 tokens (start(model, token_range=[1, 2]) in an inference loop at mix), rank (start(rank_id=3) without
 torch.distributed).
 """
@@ -34,7 +35,7 @@ def run(tool: str, case: str, out: str) -> dict:
     else:
         from tbprobe import PrecisionDebugger, module_dump, module_dump_end
     torch.manual_seed(0)
-    level = {"custom": "L1", "module_dump": "L1", "tokens": "mix", "rank": "L1"}[case]
+    level = {"custom": "L1", "custom_l0": "L0", "module_dump": "L1", "tokens": "mix", "rank": "L1"}[case]
     dbg = PrecisionDebugger(config_path=_config(out, level))
     extra = {}
     if case == "custom":
@@ -48,6 +49,17 @@ def run(tool: str, case: str, out: str) -> dict:
         dbg.step()
         dbg.restore_custom_api(lib, "fused_op")
         extra["restored"] = lib.fused_op is fused_op
+    elif case == "custom_l0":
+        lib = types.ModuleType("mylib")
+        lib.fused_op = fused_op
+        dbg.register_custom_api(lib, "fused_op")
+        a, b = nn.Linear(3, 3), nn.Linear(3, 3)
+        model = nn.Sequential(a, b)
+        model.forward = lambda x: b(lib.fused_op(a(x), scale=3.0))
+        dbg.start(model)
+        lib.fused_op(model(torch.randn(2, 3))).sum().backward()
+        dbg.stop()
+        dbg.step()
     elif case == "module_dump":
         a, block, b = nn.Linear(4, 4), nn.Sequential(nn.Linear(4, 4), nn.ReLU()), nn.Linear(4, 2)
         dbg.start()

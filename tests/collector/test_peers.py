@@ -335,6 +335,8 @@ FILTERS = [   # (level, task block): scopes of modules, operators and backward c
     ("L1", {"list": ["linear", "silu"], "data_mode": ["forward"]}),
     ("mix", {"data_mode": ["input"]}),
     ("mix", {"data_mode": ["backward", "output"]}),
+    ("L0", {"data_mode": ["backward"]}),
+    ("L1", {"data_mode": ["backward"]}),
 ]
 
 
@@ -343,9 +345,15 @@ def test_scope_and_list_select_the_records_msprobe_selects(tmp_path, level, bloc
     """A range is opened by its first call's start and closed by its second call's end, forward and backward
     alike; at mix a listed module keeps what runs inside it; data_mode keeps the records' sides msprobe keeps."""
     need_peers()
-    theirs = load_rank(rank_dirs(msprobe_dump(tmp_path, "llama", level, block=block))[0])["dump"]["data"]
-    ours = load_rank(rank_dirs(tbprobe_dump(tmp_path, "llama", level, block=block))[0])["dump"]["data"]
+    theirs_rank = load_rank(rank_dirs(msprobe_dump(tmp_path, "llama", level, block=block))[0])
+    ours_rank = load_rank(rank_dirs(tbprobe_dump(tmp_path, "llama", level, block=block))[0])
+    theirs, ours = theirs_rank["dump"]["data"], ours_rank["dump"]["data"]
     assert len(theirs) > 5 and set(ours) == set(theirs)
+    # stack.json has the calls the filters select, also those data_mode leaves without data (["backward"]: the
+    # forward calls)
+    stacked = [{n for names, _ in r["stack"].values() for n in names} for r in (ours_rank, theirs_rank)]
+    assert stacked[0] == stacked[1]
+    assert len(stacked[1]) > 5 or block["scope"][0].endswith(".backward.0")   # (backward calls have no stack)
     # the same keys in every record (data_mode's input/output leave the other side out), but for the calls that
     # are running when a range closes (its last call, the modules around it): msprobe asks its scope again for
     # their outputs and finds it closed, so it keeps their inputs alone; tbprobe keeps them whole
@@ -354,3 +362,18 @@ def test_scope_and_list_select_the_records_msprobe_selects(tmp_path, level, bloc
         assert "scope" in block and list(theirs[n]) == ["input_args", "input_kwargs"], (n, list(ours[n]))
         assert list(ours[n])[:3] == ["input_args", "input_kwargs", "output"], n
     assert len(differ) <= 2
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+def test_records_come_in_msprobes_order(tmp_path, model):
+    """dump.json's records in the order msprobe writes them: a module's parameter gradients before its backward
+    record, but where none of its inputs needs a gradient (the first layer), which is complete before its own
+    nodes run. msprobe's Attention of the Llama, called with keywords only, fires as soon as its output's gradient
+    comes, with no gradient of its inputs (docs/compatibility.md): tbprobe's waits for them."""
+    need_peers()
+    theirs = list(load_rank(rank_dirs(msprobe_dump(tmp_path, model, "L0"))[0])["dump"]["data"])
+    ours = list(load_rank(rank_dirs(tbprobe_dump(tmp_path, model, "L0"))[0])["dump"]["data"])
+    assert len(theirs) > 40 and sorted(ours) == sorted(theirs)
+    kwargs_only = [n for n in theirs if ".self_attn.Attention.backward." in n]
+    assert (len(kwargs_only) == 2) == (model == "llama")
+    assert [n for n in ours if n not in kwargs_only] == [n for n in theirs if n not in kwargs_only]

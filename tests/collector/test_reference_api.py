@@ -23,6 +23,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED = {
     "custom": ["mylib.fused_op.0.forward", "mylib.fused_op.1.forward", "Tensor.sum.0.forward", "Tensor.sum.0.backward",
                "mylib.fused_op.1.backward", "mylib.fused_op.0.backward"],
+    # at L0 the custom function is recorded beside the modules (the sum is not)
+    "custom_l0": ["Module.0.Linear.forward.0", "mylib.fused_op.0.forward", "Module.1.Linear.forward.0",
+                  "mylib.fused_op.1.forward", "mylib.fused_op.1.backward", "Module.1.Linear.parameters_grad.0",
+                  "Module.1.Linear.backward.0", "mylib.fused_op.0.backward", "Module.0.Linear.backward.0",
+                  "Module.0.Linear.parameters_grad.0"],
     "module_dump": ["Functional.linear.0.forward", "Module.block.Sequential.forward.0", "Functional.linear.1.forward",
                     "Tensor.sum.0.forward", "Tensor.sum.0.backward", "Functional.linear.1.backward",
                     "Module.block.Sequential.backward.0", "Functional.linear.0.backward"],
@@ -64,22 +69,24 @@ def test_the_reference_calls_match_msprobe(tmp_path, case):
     assert out["tbprobe"] == out["msprobe"]
 
 
-def test_a_custom_api_outside_l1_or_a_collected_step_only_calls_the_function(tmp_path):
+def test_a_custom_api_at_debug_level_or_outside_a_collected_step_only_calls_the_function(tmp_path):
     lib = types.ModuleType("mylib")
     lib.fused_op = fused_op
     x = torch.randn(3)
-    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg = make_debugger(tmp_path, level="debug", steps=1)
     dbg.register_custom_api(lib, "fused_op", api_prefix="Fused")
     assert torch.equal(lib.fused_op(x), fused_op(x))       # not collecting: the function itself
-    model = torch.nn.Linear(3, 3)
-    dbg.start(model=model)
-    lib.fused_op(model(x))                                  # L0: modules only
+    dbg.start()
+    y = lib.fused_op(x)                                     # debug: only what save() is given
+    dbg.save(y, "y")
     dbg.stop()
     dbg.step()
     dbg.close()
     assert lib.fused_op is fused_op                         # close() put it back
-    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
-        assert not any(n.startswith("Fused.") for n in json.load(f)["data"])
+    (debug_json,) = glob.glob(os.path.join(str(tmp_path / "dump"), "**", "debug.json"), recursive=True)
+    with open(debug_json) as f:
+        text = f.read()
+    assert '"y' in text and "Fused." not in text
 
 
 def test_bad_arguments_are_clear_errors(tmp_path):

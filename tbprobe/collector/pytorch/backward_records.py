@@ -60,7 +60,9 @@ class BackwardTracker:
         s = self.session
         if not s.active or s.step != self.step:
             return
-        if s.deferred:
+        if s.deferred and out:
+            # (an input's share comes as its node ends, with the shares of the modules around it that the same
+            # node ends: those records wait together for the node's parameter gradients)
             s.flush_deferred()
         task = _graph_task()
         if task != self.task:
@@ -132,7 +134,9 @@ class BackwardTracker:
             return
         self.done = True
         self._close()
-        if force:
+        if force or not self.in_items:
+            # (none of its inputs needs a gradient: complete before its own nodes run, where the reference's full
+            # backward hook fires, so before its parameters' gradients)
             self.emit()
         else:
             # emitted when the next gradient or call comes (Session.flush_deferred): after the gradients of the

@@ -1,10 +1,11 @@
-"""register_custom_api / restore_custom_api: a user's own function recorded as one operator (L1, mix).
+"""register_custom_api / restore_custom_api: a user's own function recorded as one operator (L0, L1, mix).
 
 `debugger.register_custom_api(module, "fused_op", api_prefix=None)` replaces `module.fused_op` with a wrapper.
 While a step is collected, each call is recorded as `<prefix>.fused_op.<n>.forward` and gets a backward record,
 as an operator is. `<prefix>` is `api_prefix`, or the module's `__name__`. The torch calls inside the function are
 not recorded. This is how the reference treats a fused or vendor kernel that torch's dispatch does not see.
-Outside a collected step, or at L0 and debug, the wrapper only calls the function.
+At L0 it is recorded beside the modules, the one operator there, as the reference records it. Outside a
+collected step, or at level debug, the wrapper only calls the function.
 `restore_custom_api(module, "fused_op")` puts the function back; so does the debugger's close().
 """
 import functools
@@ -17,7 +18,7 @@ __all__ = ["CustomApis"]
 
 class CustomApis:
     def __init__(self, get_capture: Callable[[], Any], session: Any) -> None:
-        self._get_capture = get_capture      # -> the ApiCapture, or None at L0 / debug
+        self._get_capture = get_capture      # -> the ApiCapture, or None at debug
         self.session = session
         self._wrapped: Dict[Tuple[int, str], Tuple[Any, Any, Any]] = {}   # (id(module), api) -> (module, orig, wrapper)
 

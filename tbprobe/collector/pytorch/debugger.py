@@ -121,7 +121,10 @@ class PrecisionDebugger:
         self._step_open = False
         self._finished = False
         self._debug = DebugSaver(self.session)
-        self._custom = CustomApis(lambda: self._apis, self.session)
+        # at L0 a custom function is the one operator recorded, as in the reference: a capture of its own, whose
+        # operator mode is never entered
+        custom = self._apis or (ApiCapture(self.session, cfg.effective_risk_level) if cfg.level == "L0" else None)
+        self._custom = CustomApis(lambda: custom, self.session)
         self._module_dump = ModuleDumper(self.session, cfg.level, self._pause_operators, self._resume_operators)
         self._tokens = TokenWindow(self._pause_collection, self._resume_collection)
         self._rank_id: Optional[int] = None       # start(rank_id=...): the rank when torch.distributed cannot tell
@@ -189,7 +192,7 @@ class PrecisionDebugger:
     # --- the reference's other calls -------------------------------------------------------------------------
     @instances.on_latest
     def register_custom_api(self, module: Any, api: str, api_prefix: Optional[str] = None) -> None:
-        """Record `module.<api>` as one operator, `<api_prefix or module.__name__>.<api>.<n>`, at L1 and mix
+        """Record `module.<api>` as one operator, `<api_prefix or module.__name__>.<api>.<n>`, at L0, L1 and mix
         (custom_api.py)."""
         self._custom.register(module, api, api_prefix)
 

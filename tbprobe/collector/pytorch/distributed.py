@@ -204,7 +204,7 @@ class DistributedCapture:
                               for i, a in enumerate(args)] if keep else None
                 kwargs_items = {k: None if k == hole_key else s.items.value(v, f"{name}.kwargs.{k}")
                                 for k, v in kwargs.items()} if keep else None
-                if keep:
+                if keep or s.stack_only(name):
                     s.add_stack(name, 2)
             except Exception as exc:
                 s.guard.report("collective pre-call", exc)

@@ -293,7 +293,7 @@ class ModuleHooks:
                 kwargs_items = ({k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in kwargs.items()}
                                 if keep else None)
                 s.note_consumer(name, args)
-                s.add_stack(name, 2) if keep else None
+                s.add_stack(name, 2) if keep or s.stack_only(name) else None
                 replaced = start = ins = None
                 if torch.is_grad_enabled():
                     if _c_call_start is not None and not _compiling():

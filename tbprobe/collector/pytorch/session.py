@@ -79,6 +79,7 @@ class Session:
         self.scope_depth = 0                   # >0 while a scoped module's forward runs
         self.producers: Dict[int, tuple] = {}   # id(tensor) -> (weakref, version, producer name)
         self._data_names: Dict[str, bool] = {}
+        self._stack_only: set = set()    # names record_data() refused for their direction alone (stack_only)
 
     # --- step lifecycle ----------------------------------------------------------------------------------
     def begin_step(self, step: int) -> None:
@@ -102,6 +103,7 @@ class Session:
             # Without one the answer depends on the name alone and is kept across steps (each name's first
             # lookup of every step cost 4-9% of small L0's added time, 2-4% at L1 and mix)
             self._data_names = {}
+            self._stack_only = set()
 
     def end_step(self):
         """Close pending backward records and return (record, host statistics): one device->host transfer."""
@@ -139,9 +141,15 @@ class Session:
         if keep is None:
             # a parameter gradient is backward data, as the reference's data_mode filters it
             direction = "backward" if ".backward" in name or ".parameters_grad" in name else "forward"
-            keep = self.filter.keep(name, direction)
+            keep, selected = self.filter.judge(name, direction)
             self._data_names[name] = keep
+            if selected and not keep:
+                self._stack_only.add(name)
         return keep
+
+    def stack_only(self, name: str) -> bool:
+        """Whether `name`, a call record_data() left without data, still has its stack (data_mode left it out)."""
+        return name in self._stack_only
 
     def add_entry(self, name: str, entry: dict) -> None:
         """Add a forward/backward record, keeping only the inputs or outputs when data_mode asks for one side: the

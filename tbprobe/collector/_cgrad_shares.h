@@ -76,6 +76,9 @@ PyObject *same_edge(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 
 // One input's share: its contributions still to come and their sum so far; fn(index, sum) when the last is in.
 // A later backward pass through the same nodes (retain_graph) gathers it again (backward_records.py says why).
+// Some of the nodes may not run in a pass (an output the loss does not use: an auxiliary head's): the sum of
+// those that came is the share then, handed on when the pass ends (the engine's final callback, queued by the
+// pass's first contribution).
 struct Share {
   HookFn fn;
   size_t count;      // the contributions of a pass
@@ -85,7 +88,32 @@ struct Share {
   std::mutex lock;
 
   Share(PyObject *f, PyObject *i, size_t n) : fn(f, i), count(n), remaining(n) {}
+
+  // hands `total` on to fn (under the GIL), unless Python is finishing
+  void deliver(at::Tensor total) {
+    if (!python_alive()) return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    PyObject *grad = wrap_grad(std::move(total));
+    fn.call(grad);
+    Py_XDECREF(grad);
+    PyGILState_Release(st);
+  }
 };
+
+// At the end of pass `task`: the share's sum so far, if some of its contributions never came in it
+void end_of_pass(const std::weak_ptr<Share> &weak, int task) {
+  auto share = weak.lock();
+  if (!share) return;
+  at::Tensor total;
+  {
+    std::lock_guard<std::mutex> guard(share->lock);
+    if (share->task != task || share->remaining == 0) return;
+    share->remaining = 0;
+    total = std::move(share->sum);
+    share->sum = at::Tensor();
+  }
+  share->deliver(std::move(total));
+}
 
 struct ShareHook : torch::autograd::FunctionPostHook {
   std::shared_ptr<Share> share;
@@ -104,20 +132,22 @@ struct ShareHook : torch::autograd::FunctionPostHook {
         share->remaining = share->count;  // a later pass: gathered anew
       }
       share->task = task;
+      bool first = share->remaining == share->count;
       if (slot < outputs.size() && outputs[slot].defined()) {
         at::NoGradGuard no_grad;
         share->sum = share->sum.defined() ? at::add(share->sum, outputs[slot]) : outputs[slot];
       }
-      if (--share->remaining > 0) return outputs;
+      if (--share->remaining > 0) {
+        if (first) {
+          std::weak_ptr<Share> weak = share;
+          torch::autograd::Engine::get_default_engine().queue_callback([weak, task] { end_of_pass(weak, task); });
+        }
+        return outputs;
+      }
       total = std::move(share->sum);
       share->sum = at::Tensor();
     }
-    if (!python_alive()) return outputs;
-    PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *grad = wrap_grad(std::move(total));
-    share->fn.call(grad);
-    Py_XDECREF(grad);
-    PyGILState_Release(st);
+    share->deliver(std::move(total));
     return outputs;  // the gradients go on unchanged
   }
 };

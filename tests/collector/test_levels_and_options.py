@@ -1598,6 +1598,51 @@ def test_a_module_whose_extra_outputs_get_no_gradient_completes_with_its_inputs(
     assert hc[0] is not None and hc[1:] == [None, None]   # (the gradients of output, h and c)
 
 
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_module_whose_output_the_loss_does_not_use_has_its_inputs_share_of_the_nodes_that_ran(tmp_path, level):
+    """A block returning (mlp(h), aux(h)), the aux head's output unused by the loss (a logging or early-exit head):
+    aux's node never runs in the backward pass, so the block's share of h's gradient had one contribution missing
+    for good and was null. It is the sum of the contributions that came, handed on when the pass ends (here h's
+    whole gradient, mlp being h's only consumer that runs), as msprobe records it."""
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp, self.aux = torch.nn.Linear(8, 8), torch.nn.Linear(8, 3)
+
+        def forward(self, h):
+            return self.mlp(h), self.aux(h)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.block, self.head = torch.nn.Linear(8, 8), Block(), torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            h = self.emb(x)
+            h.retain_grad()
+            self.h = h
+            return self.head(self.block(h)[0])
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level=level, steps=2)
+    norms = []
+    for _ in range(2):
+        dbg.start(model=model)
+        model(torch.randn(4, 8)).sum().backward()
+        norms.append(model.h.grad.norm().item())
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    for step in range(2):
+        record = dump_of(tmp_path, step)["dump"]["data"]["Module.block.Block.backward.0"]
+        assert record["output"][0] is not None, step
+        assert math.isclose(record["output"][0]["Norm"], norms[step], rel_tol=1e-6)
+        assert record["input"][0] is not None and record["input"][1] is None   # (aux's output: no gradient)
+
+
 class _CopyToRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

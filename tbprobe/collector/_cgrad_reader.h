@@ -107,11 +107,28 @@ PyObject *reader_clear(PyObject *self, PyObject *) {
   Py_RETURN_NONE;
 }
 
+// forget(t): t and every tensor remembered that shares its memory (a view of a flat gradient buffer that a
+// collective reduced: the view's version did not move either)
 PyObject *reader_forget(PyObject *self, PyObject *t) {
   auto *r = reinterpret_cast<ItemReader *>(self);
-  if (THPVariable_CheckExact(t)) {   // (nothing else is remembered)
-    auto it = r->seen->find(THPVariable_Unpack(t).unsafeGetTensorImpl());
+  // (by the real type: THPVariable_Check asks isinstance(), which may run a subclass's __class__ property)
+  if (!PyObject_TypeCheck(t, reinterpret_cast<PyTypeObject *>(THPVariableClass))) Py_RETURN_NONE;
+  try {
+    const at::Tensor &x = THPVariable_Unpack(t);
+    auto it = r->seen->find(x.unsafeGetTensorImpl());
     if (it != r->seen->end()) reader_drop(r, it);
+    if (!x.defined() || !x.has_storage()) Py_RETURN_NONE;
+    const c10::StorageImpl *storage = x.storage().unsafeGetStorageImpl();
+    for (auto e = r->seen->begin(); e != r->seen->end();) {
+      auto alive = e->second.impl.lock();
+      if (!alive || (alive->has_storage() && alive->storage().unsafeGetStorageImpl() == storage)) {
+        Py_DECREF(e->second.item);
+        e = r->seen->erase(e);
+      } else {
+        ++e;
+      }
+    }
+  } catch (const std::exception &) {
   }
   Py_RETURN_NONE;
 }

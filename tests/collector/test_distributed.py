@@ -166,6 +166,59 @@ def test_asynchronous_collectives_are_recorded_once_complete_however_they_are_wa
         assert bucket[step][0] == bucket[step][1] and bucket[step][0]["Max"] is not None
 
 
+
+def _written_worker(rank: int, dump: str, port: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dbg = PrecisionDebugger(dump_path=dump, level="L1", step=[0])
+    dbg.start()
+    t = torch.full((4,), float(rank + 1))
+    torch.mul(t, 1)                                   # Torch.mul.0: t seen before the call
+    dist.all_reduce(tensor=t)                         # by keyword
+    torch.mul(t, 1)                                   # Torch.mul.1: 3
+    flat = torch.full((8,), float(rank + 1))
+    view = flat[:4]                                   # a parameter's main_grad in a flat buffer
+    torch.mul(view, 1)                                # Torch.mul.2
+    dist.all_reduce(flat)
+    torch.mul(view, 1)                                # Torch.mul.3: 3
+    buf = torch.zeros(2)
+    for i in range(3):                                # a receive buffer used again, by keyword and in a batch
+        if rank == 0:
+            dist.send(tensor=torch.full((2,), float(i + 1)), dst=1)
+            dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((2,), float(i + 10)), 1)])[0].wait()
+        else:
+            dist.recv(tensor=buf, src=0)
+            torch.mul(buf, 1)                         # Torch.mul.4 + 2i: i + 1
+            dist.batch_isend_irecv([dist.P2POp(dist.irecv, buf, 0)])[0].wait()
+            torch.mul(buf, 1)                         # Torch.mul.5 + 2i: i + 10
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_tensors_a_collective_writes_are_summarised_anew_by_keyword_in_a_batch_and_through_views(tmp_path):
+    """The statistics of a tensor seen before a collective wrote it were reused after it when the tensor was
+    given by keyword (Megatron's recv(tensor=buf), ZeRO's broadcast(tensor=...)), inside batch_isend_irecv's
+    P2POps, or was a view of the buffer the collective wrote: the records after it held the values before."""
+    dump = str(tmp_path / "dump")
+    mp.spawn(_written_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    for rank in (0, 1):
+        with open(os.path.join(dump, "step0", f"rank{rank}", "dump.json")) as f:
+            data = json.load(f)["data"]
+        seen = [data[f"Torch.mul.{i}.forward"]["input_args"][0]["Max"] for i in range(4 if rank == 0 else 10)]
+        want = [rank + 1, 3.0, rank + 1, 3.0] + ([] if rank == 0 else [1.0, 10.0, 2.0, 11.0, 3.0, 12.0])
+        assert seen == want, rank
+        assert data["Distributed.all_reduce.0.forward"]["output"][0]["Max"] == 3.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["L1", "mix"])
 def test_two_ranks_record_what_msprobe_records(tmp_path, level):

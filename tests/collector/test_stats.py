@@ -664,3 +664,21 @@ def test_distributed_arguments_and_memory_formats_are_described_as_the_reference
     p2p = items[3]
     assert p2p["class_type"] == "torch.distributed.P2POp" and (p2p["op"], p2p["peer"], p2p["tag"]) == ("isend", 1, 0)
     assert p2p["tensor"]["shape"] == [3] and p2p["tensor"]["Max"] == 1.0
+
+
+def test_forgetting_a_tensor_forgets_the_views_of_its_base_on_the_device_path():
+    """A collective writes a flat buffer through C++ (no version bump): the remembered statistics of its views
+    (a parameter's main_grad) go too, on the device path (tensors the host reader does not take) as in the
+    reader (test_distributed.py's collective test)."""
+    flat = torch.ones(8)
+    view, other = flat[:4], torch.ones(4)
+    buf = StatBuffer()
+    first, kept = buf.add(view), buf.add(other)
+    assert buf.add(view) == first                  # met again unchanged: the same slot
+    with torch.no_grad():
+        flat.data.copy_(torch.full((8,), 3.0))     # written through .data: no bump the cache can see
+    buf.forget(flat)
+    again = buf.add(view)
+    assert again != first and buf.add(other) == kept   # an unrelated tensor stays remembered
+    rows = buf.collect()
+    assert rows[first][0] == 1.0 and rows[again][0] == 3.0

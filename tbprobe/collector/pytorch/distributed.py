@@ -12,6 +12,8 @@ never waits for one itself, which could deadlock.
 import logging
 from typing import Any, Callable, Dict, List
 
+import torch
+
 from tbprobe.collector.naming import api_name
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
@@ -224,7 +226,7 @@ class DistributedCapture:
                 s.busy += 1
                 try:
                     s.record.add_construct(name, parent)
-                    for t in flatten_tensors(args):
+                    for t in _written(args, kwargs):
                         s.stats.forget(t)
                     if keep:
                         # the output is every argument as the call left it (the reduced or received tensors with
@@ -250,6 +252,16 @@ class DistributedCapture:
         wrapper.__name__ = api
         wrapper.__wrapped__ = orig
         return wrapper
+
+
+def _written(args: tuple, kwargs: dict) -> List[Any]:
+    """The tensors a collective may have written through C++ (no version bump): its arguments', by position or
+    keyword (`all_reduce(tensor=t)`, Megatron's `recv(tensor=buf)`), and batch_isend_irecv's P2POps'."""
+    found = flatten_tensors((args, kwargs))
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            found.extend(op.tensor for op in a if isinstance(getattr(op, "tensor", None), torch.Tensor))
+    return found
 
 
 def _complete(work: Any) -> bool:

@@ -293,9 +293,16 @@ class StatBuffer:
         return slot
 
     def forget(self, t: torch.Tensor) -> None:
-        """`t` was changed without a version bump (a collective writes through C++): summarise it anew."""
+        """`t` was changed without a version bump (a collective writes through C++): summarise it anew, and the
+        views of the same base (a parameter's main_grad in a flat gradient buffer that a bucket's all_reduce
+        reduced)."""
         self._cache.pop(id(t), None)
         self._host_cache.pop(id(t), None)
+        root = t._base if t._base is not None else t
+        for cache in (self._cache, self._host_cache):
+            stale = [key for key, entry in cache.items() if _shares_root(entry[0](), root)]
+            for key in stale:
+                del cache[key]
         if self._reader is not None:
             self._reader.forget(t)
 
@@ -436,3 +443,8 @@ def tensor_xor(t: torch.Tensor) -> str:
         b = np.concatenate([b, np.zeros(pad, dtype=np.uint8)])
     words = b.view("<u8")
     return "0x%016x" % int(np.bitwise_xor.reduce(words)) if words.size else "0x%016x" % 0
+
+
+def _shares_root(o: Optional[torch.Tensor], root: torch.Tensor) -> bool:
+    """Whether `o` (a remembered tensor, None once freed) is `root` or a view of it."""
+    return o is not None and (o is root or o._base is root)

@@ -607,3 +607,42 @@ def test_an_operator_that_raises_keeps_its_inputs_and_recording_goes_on(tmp_path
     assert [a["shape"] for a in data["Torch.mm.0.forward"]["input_args"]] == [[2, 4], [3, 3]]
     assert data["Torch.relu.0.forward"]["output"][0]["Max"] == pytest.approx(y.max().item())
     assert dbg.hook_errors == 0
+
+
+_UNFINISHED = """
+import sys
+import torch
+from tbprobe import PrecisionDebugger
+how = sys.argv[2]
+dbg = PrecisionDebugger(dump_path=sys.argv[1], level="L0", step=[0, 1, 2])
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+for step in range(3):
+    dbg.start(model=model)
+    h = model[0](torch.randn(2, 4))
+    if step == 2 and how == "raise":
+        raise RuntimeError("the user's own error")
+    if step == 2 and how == "exit":
+        sys.exit(3)
+    model[2](model[1](h)).sum().backward()
+    dbg.stop()
+    if step < 2 or how != "no step":
+        dbg.step()
+"""
+
+
+@pytest.mark.parametrize("how, rc", [("raise", 1), ("exit", 3), ("no step", 0)])
+def test_the_step_a_process_ends_in_is_written_at_exit(tmp_path, how, rc):
+    """A script that ends inside a step (an uncaught error, sys.exit(), no step() or close() after the last
+    stop()) lost that step's records, the ones a user debugging the crash needs; msprobe writes them. Now they
+    are written at exit, with a warning, and the process's own exit status and error stay as they were."""
+    dump = str(tmp_path / "dump")
+    proc = subprocess.run([sys.executable, "-c", _UNFINISHED, dump, how], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert proc.returncode == rc, proc.stderr[-2000:]
+    assert ("the user's own error" in proc.stderr) == (how == "raise")
+    assert "ending inside step 2" in proc.stderr and "Error in atexit" not in proc.stderr
+    (rank,) = os.listdir(os.path.join(dump, "step2"))
+    with open(os.path.join(dump, "step2", rank, "dump.json")) as f:
+        names = list(json.load(f)["data"])
+    assert names[0] == "Module.0.Linear.forward.0"
+    assert ("Module.2.Linear.backward.0" in names) == (how == "no step")

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import time
+import weakref
 from typing import Any, Callable, ContextManager, Iterator, List, Optional, Sequence, Union
 
 import torch
@@ -432,6 +433,10 @@ class PrecisionDebugger:
                                   background=cfg.async_dump)
         # the writer thread is a daemon: drain it at interpreter exit so the last step is not lost
         atexit.register(self._writer.close)
+        # (registered after it, so run before it) the step the process ends in, unfinished: a script without
+        # step() or close(), an uncaught error, sys.exit() mid-step. Its records are what a user debugging the
+        # crash needs; the reference writes them too. (A weak reference: the debugger is not kept alive for it.)
+        atexit.register(_write_unfinished_step, weakref.ref(self))
 
     def _on_written(self, out_dir: str, step: int, health: dict, newest: bool) -> None:
         health = dict(health, hook_errors=float(self.guard.total))
@@ -512,3 +517,16 @@ def _no_room(path: str, t: torch.Tensor) -> bool:
         return shutil.disk_usage(os.path.dirname(path)).free < t.numel() * t.element_size() + (1 << 16)
     except (OSError, RuntimeError):
         return False
+
+
+def _write_unfinished_step(ref: "weakref.ref[PrecisionDebugger]") -> None:
+    """At interpreter exit: write the step a debugger is still in, as close() would."""
+    dbg = ref()
+    if dbg is None or not dbg._step_open or dbg._finished:
+        return
+    try:
+        log.warning("tbprobe: the process is ending inside step %d: writing what it recorded (call step() or "
+                    "close() to end it yourself)", dbg.current_step)
+        dbg.close()
+    except Exception as exc:   # (never a traceback from an exit handler)
+        log.warning("tbprobe: the unfinished step %d could not be written: %s", dbg.current_step, exc)

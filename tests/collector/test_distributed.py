@@ -219,6 +219,42 @@ def test_tensors_a_collective_writes_are_summarised_anew_by_keyword_in_a_batch_a
         assert data["Distributed.all_reduce.0.forward"]["output"][0]["Max"] == 3.0
 
 
+
+def _late_rank_worker(rank: int, dump: str, port: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ.pop("RANK", None)                      # (mp.spawn sets none: nothing tells the rank before)
+    config = os.path.join(os.path.dirname(dump), f"config{rank}.json")
+    with open(config, "w") as f:
+        json.dump({"task": "statistics", "dump_path": dump, "level": "L0", "step": [0, 1], "rank": [0]}, f)
+    dbg = PrecisionDebugger(config_path=config)
+    model = torch.nn.Linear(2, 2)
+    for step in range(2):
+        dbg.start(model=model)
+        if step == 0:
+            dist.init_process_group("gloo", rank=rank, world_size=2)   # inside the first collected step
+        model(torch.ones(1, 2)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_rank_the_filter_leaves_out_writes_nothing_when_its_rank_is_known_only_during_the_step(tmp_path):
+    """Under mp.spawn with init_process_group after start(), rank 1 took itself for rank 0 at start() and its
+    step went to a rank1 folder under `"rank": [0]`; the step is now dropped once the rank is known."""
+    dump = str(tmp_path / "dump")
+    mp.spawn(_late_rank_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    for step in (0, 1):
+        assert os.listdir(os.path.join(dump, f"step{step}")) == ["rank0"], step
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["L1", "mix"])
 def test_two_ranks_record_what_msprobe_records(tmp_path, level):

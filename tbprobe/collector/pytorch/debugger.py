@@ -254,9 +254,12 @@ class PrecisionDebugger:
                     self._dist.settle(step_end=True)   # asynchronous collectives completed since stop()
                 record, values = self.session.end_step()
                 record.errors = self.guard.total
-                self._writer.submit(record, values, self._rank_dir())
-                if not self.config.async_dump:
-                    self._writer.flush()    # async_dump false: the step's files are complete when step() returns
+                # the rank may have become known during the step (init_process_group after start(), under
+                # mp.spawn, where no RANK variable told it before): a rank the filter leaves out writes nothing
+                if self.steps.rank_wanted(self._filter_rank()):
+                    self._writer.submit(record, values, self._rank_dir())
+                    if not self.config.async_dump:
+                        self._writer.flush()    # async_dump false: the step's files are complete on return
             except Exception as exc:
                 self.guard.report("step end", exc)
             self._debug.end_step()

@@ -398,3 +398,31 @@ def test_statistics_that_cannot_be_read_back_lose_them_not_the_step(tmp_path, mo
         with open(os.path.join(rank_dirs(str(tmp_path / "dump"), step)[0], "dump.json")) as f:
             data = json.load(f)["data"]
         assert "Module.0.Linear.forward.0" in data and "Functional.linear.0.backward" in data
+
+
+def test_md5_of_an_empty_tensor_is_the_checksum_of_no_bytes_and_of_a_meta_tensor_null(tmp_path):
+    """msprobe writes "00000000" for an empty tensor in md5 mode and null for a meta tensor; the key was
+    missing from both items."""
+    class Take(torch.nn.Module):
+        def forward(self, *xs):
+            return xs[0]
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.take = Take()
+
+        def forward(self, *xs):
+            return self.take(*xs)
+
+    model = Model()
+    dbg = make_debugger(tmp_path, level="L0", steps=1, summary_mode="md5")
+    dbg.start(model=model)
+    model(torch.empty(0, 4), torch.empty(3, 4, device="meta"), torch.ones(2))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        empty, meta, ones = json.load(f)["data"]["Module.take.Take.forward.0"]["input_args"]
+    assert empty["md5"] == "00000000" and meta["md5"] is None
+    assert ones["md5"] == "%08x" % zlib.crc32(torch.ones(2).numpy().tobytes())

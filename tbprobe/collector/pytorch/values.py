@@ -14,6 +14,7 @@ _SCALARS = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_EMPTY_CHECKSUM = "%08x" % zlib.crc32(b"")   # ("00000000")
 _DTYPE_NAMES: dict = {}
 _STRIDED = torch.strided
 _REDUCIBLE = odd_tensors.REDUCIBLE
@@ -170,6 +171,10 @@ class ItemMaker:
             item["Max"] = item["Min"] = item["Mean"] = item["Norm"] = None
         item["requires_grad"] = requires_grad
         if self.structure or not data:
+            if self.summary_mode == "md5" and not self.structure:
+                # the checksum of no bytes for an empty tensor (as the reference writes it); none for a tensor
+                # whose values do not exist (meta, fake)
+                item["md5"] = _EMPTY_CHECKSUM if t.numel() == 0 and not t.is_meta and type(t) in _PLAIN else None
             return item
         if odd or wrapped:
             row = odd_tensors.stats_row(t)

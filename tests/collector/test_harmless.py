@@ -646,3 +646,40 @@ def test_the_step_a_process_ends_in_is_written_at_exit(tmp_path, how, rc):
         names = list(json.load(f)["data"])
     assert names[0] == "Module.0.Linear.forward.0"
     assert ("Module.2.Linear.backward.0" in names) == (how == "no step")
+
+
+_LOAD_WITHOUT_TBPROBE = """
+import sys
+sys.modules["tbprobe"] = None          # (import tbprobe now raises ImportError)
+import torch
+model = torch.load(sys.argv[1], weights_only=False)
+print(float(model(torch.ones(1, 4)).sum()))
+"""
+
+
+def test_a_model_hooked_by_start_can_be_saved_whole_and_deep_copied(tmp_path):
+    """torch.save(model) mid-run raised into the user's code (tbprobe's hooks were closures, which pickle refuses;
+    msprobe's too); a deep copy (an EMA model) kept calling them, its calls recorded under the original's names.
+    Copied or pickled, tbprobe's hooks are now ones that do nothing, made of the standard library: the checkpoint
+    loads where tbprobe cannot be imported, and the copy's calls are not recorded."""
+    import copy
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    model(torch.ones(1, 4)).sum().backward()
+    path = str(tmp_path / "model.pt")
+    torch.save(model, path)
+    ema = copy.deepcopy(model)
+    ema(torch.ones(1, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        names = list(json.load(f)["data"])
+    assert len(names) == 8 and all(n.endswith((".0", "parameters_grad.0")) for n in names), names
+    proc = subprocess.run([sys.executable, "-c", _LOAD_WITHOUT_TBPROBE, path], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert float(proc.stdout.strip()) == float(model(torch.ones(1, 4)).sum())

@@ -5,12 +5,12 @@ output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's grap
 """
 import logging
 import sys
-from functools import partial
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
 from tbprobe.collector.naming import params_grad_name
+from tbprobe.collector.pytorch.own_hook import own_hook
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ModuleHooks", "model_problem"]
@@ -202,11 +202,12 @@ class ModuleHooks:
                 # forward hooks registered before ours may change the output: the module's own is recorded, as
                 # the reference records it (one more hook, first, keeps it). Ours stays after them: FSDP2's
                 # post-forward reshards the parameters, which are recorded as each rank's shard.
-                handles.append(mod.register_forward_hook(self._keep_output, prepend=True))
-            handles.append(mod.register_forward_pre_hook(self._pre(base, pg), with_kwargs=True))
+                handles.append(mod.register_forward_hook(own_hook(self._keep_output), prepend=True))
+            handles.append(mod.register_forward_pre_hook(own_hook(self._pre(base, pg)), with_kwargs=True))
             # always_call: the post-hook also runs when the forward raises, so a call the user's code survives
             # (an exception caught within the step) leaves no stale parent behind for the calls after it
-            handles.append(mod.register_forward_hook(self._post(base, pg), with_kwargs=True, always_call=True))
+            handles.append(mod.register_forward_hook(own_hook(self._post(base, pg)), with_kwargs=True,
+                                                 always_call=True))
             if pg is not None:
                 pg.module_id = id(mod)
                 self._hook_params(pg, mod)
@@ -241,9 +242,9 @@ class ModuleHooks:
             # it: with gradient accumulation, parameters_grad.1 is the sum over both micro-batches. (A partial of
             # the bound method: no Python frame between autograd and the hook.)
             if p.is_leaf and hasattr(p, "register_post_accumulate_grad_hook"):
-                pg.handles.append(p.register_post_accumulate_grad_hook(partial(pg.on_accumulated, n)))
+                pg.handles.append(p.register_post_accumulate_grad_hook(own_hook(pg.on_accumulated, n)))
             else:
-                pg.handles.append(p.register_hook(partial(pg.on_grad, n)))
+                pg.handles.append(p.register_hook(own_hook(pg.on_grad, n)))
             names.append(n)
         pg.names = names
         pg.sig = _param_sig(mod)

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from tbprobe.collector.pytorch.own_hook import own_hook
 from tbprobe.errors import TbprobeError
 
 __all__ = ["TokenWindow", "check_root", "check_token_range"]
@@ -44,7 +45,7 @@ class TokenWindow:
     def arm(self, root: torch.nn.Module, token_range: Sequence[int]) -> None:
         """At start(): count `root`'s forwards (check_root's module) from 0, collecting those in `token_range`."""
         if id(root) not in self._hooked:
-            self._hooked[id(root)] = root.register_forward_pre_hook(self._on_forward)
+            self._hooked[id(root)] = root.register_forward_pre_hook(own_hook(self._on_forward))
         self._range = token_range
         self._count = 0
 

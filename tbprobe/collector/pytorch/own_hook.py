@@ -1,0 +1,34 @@
+"""own_hook(fn, *args): the collector's hooks on the user's modules and parameters, which travel with them.
+
+A model hooked by start() may be pickled (`torch.save(model)`, a checkpoint mid-run) or deep-copied (an EMA copy,
+a frozen reference model) while training runs. A closure or a bound method of tbprobe's cannot be pickled, so
+torch.save(model) raised into the user's code; and a deep copy kept calling tbprobe's hooks, the copy's calls
+recorded under the original's names. A hook made by own_hook is a functools.partial (no Python frame of its own
+on the hook path) that pickles and copies as a hook doing nothing, made of the standard library alone (a
+checkpoint saved during collection loads where tbprobe is not installed): the copy is not the model that
+start() was given.
+"""
+import functools
+import sys
+from typing import Any, Callable
+
+__all__ = ["own_hook"]
+
+# what a copied hook becomes: sys.audit(event, *args) returns None for any arguments (a pre-hook or forward hook
+# returning None leaves the call as it is), and does nothing unless an audit hook is installed
+_INERT = (functools.partial, (sys.audit, "tbprobe.copied_hook"))
+
+
+class _OwnHook(functools.partial):
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple:
+        return _INERT
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        return functools.partial(sys.audit, "tbprobe.copied_hook")
+
+
+def own_hook(fn: Callable, *args: Any) -> Callable:
+    """`fn` (with `args` first) as a hook that pickles and copies as one doing nothing."""
+    return _OwnHook(fn, *args)

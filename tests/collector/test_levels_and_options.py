@@ -1643,6 +1643,37 @@ def test_a_module_whose_output_the_loss_does_not_use_has_its_inputs_share_of_the
         assert record["input"][0] is not None and record["input"][1] is None   # (aux's output: no gradient)
 
 
+
+class _Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def test_autograds_view_of_an_input_a_custom_function_returns_is_not_recorded(tmp_path):
+    """A custom Function that returns its input as it is (a tensor-parallel copy-to-region, the
+    BackwardHookFunction of a user's full backward hook) gets a view of it from autograd, through the operator
+    mode: tbprobe recorded Tensor.view_as nodes the user never called and msprobe does not see. A view_as the
+    user calls is still recorded."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    model[0].register_full_backward_hook(lambda m, gi, go: None)
+    dbg = make_debugger(tmp_path, level="mix", steps=1)
+    dbg.start(model=model)
+    x = torch.randn(2, 4, requires_grad=True)
+    y = _Identity.apply(model(x))
+    y.view_as(x).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    rank = dump_of(tmp_path)
+    views = sorted(n for n in rank["construct"] if "view_as" in n)
+    assert views == ["Tensor.view_as.0.backward", "Tensor.view_as.0.forward"]
+
+
 class _CopyToRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

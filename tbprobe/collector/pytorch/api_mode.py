@@ -77,6 +77,10 @@ def _pop_own(mode: TorchFunctionMode) -> None:
         torch._C._push_on_torch_function_stack(m)
 
 
+_VIEW_AS = torch.Tensor.view_as
+_FUNCTION_APPLY = torch.autograd.function.Function.apply.__func__.__code__
+
+
 class _Mode(TorchFunctionMode):
     def __init__(self, capture: "ApiCapture") -> None:
         super().__init__()
@@ -106,6 +110,10 @@ class _Mode(TorchFunctionMode):
                 for t in flatten_tensors((args, kwargs)):
                     s.stats.forget(t)
                 return out
+            return func(*args, **kwargs)
+        if func is _VIEW_AS and sys._getframe(1).f_code is _FUNCTION_APPLY:
+            # autograd's own view of an input a custom Function returns as it is (a full backward hook's
+            # BackwardHookFunction, a tensor-parallel copy-to-region): not the user's call, nor one msprobe sees
             return func(*args, **kwargs)
         named = BY_CALLER.get(func)     # (func is hashable: the table had it)
         if named is not None:

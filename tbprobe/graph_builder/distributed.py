@@ -9,6 +9,20 @@ __all__ = ["link_ranks"]
 
 _SEND = {"send": "send", "isend": "send"}
 _RECV = {"recv": "receive", "irecv": "receive"}
+# the collectives with a root, as the reference labels them: (the root's keyword, its position, the root's type);
+# the other ranks get the opposite. Every other collective is "send_receive" (tb-graph-ascend's three labels).
+_ROOTED = {"broadcast": ("src", 1, "send"), "scatter": ("src", 2, "send"),
+           "gather": ("dst", 2, "receive"), "reduce": ("dst", 1, "receive")}
+_OPPOSITE = {"send": "receive", "receive": "send"}
+
+
+def _collective_type(api: str, entry: dict, rank: int) -> str:
+    rooted = _ROOTED.get(api)
+    if rooted is None:
+        return "send_receive"
+    key, position, root_type = rooted
+    root = _int_arg(entry, key, position)
+    return root_type if root is None or root == rank else _OPPOSITE[root_type]
 
 
 def _api(name: str) -> Optional[str]:
@@ -84,6 +98,7 @@ def link_ranks(graphs: List[Graph]) -> int:
             for peer in nodes:
                 if peer is not node:
                     info[str(rank_of[id(peer)])] = [_label(peer), peer.name]
-            node.distributed = {"communications_type": api, "nodes_info": info} if info else None
+            kind = _collective_type(api, node.entry or {}, rank_of[id(node)])
+            node.distributed = {"communications_type": kind, "nodes_info": info} if info else None
             links += len(info)
     return links

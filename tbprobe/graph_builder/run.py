@@ -18,7 +18,7 @@ from tbprobe.graph_builder.engine import Options, RankSummary, process_rank
 from tbprobe.graph_builder.model import Graph
 from tbprobe.graph_builder.rows import COL_MATCHED_DISTRIBUTED
 
-__all__ = ["run_graph", "GraphResult", "pair_rank_dirs", "format_summary"]
+__all__ = ["run_graph", "GraphResult", "pair_rank_dirs", "unpaired_keys", "format_summary"]
 
 
 @dataclass
@@ -43,9 +43,31 @@ def pair_rank_dirs(debug: List[RankDir], bench: Optional[List[RankDir]], debug_p
         return [(d, by_key[(d.step, d.rank)]) for d in debug]
     if len(debug) == 1 and len(bench) == 1:  # one rank against one rank: e.g. step 0 of a run against step 1
         return [(debug[0], bench[0])]
+    if set(keys_d) & set(by_key) and not any(_holds_files(p) for p in (debug_path, bench_path)):
+        # the steps and ranks both sides have (a run with a rank filter against a full one, a rank that died),
+        # as the reference compares them; unpaired_keys() names the others for the summary
+        return [(d, by_key[(d.step, d.rank)]) for d in debug if (d.step, d.rank) in by_key]
     raise TbprobeError(
         f"{bench_path}: its steps/ranks {sorted(by_key)} do not match those of {debug_path} {sorted(keys_d)}; "
         "give both sides the same layout (a rank folder, a step folder of ranks, or a folder of steps)")
+
+
+def _holds_files(path: Optional[str]) -> bool:
+    """Whether `path` is one rank's folder (or its dump.json) rather than a step folder or a folder of steps."""
+    p = Path(path) if path else None
+    return p is not None and (p.is_file() or (p / "dump.json").is_file())
+
+
+def unpaired_keys(debug: List[RankDir], bench: Optional[List[RankDir]],
+                  pairs: List[Tuple[RankDir, Optional[RankDir]]]) -> Dict[str, List[Tuple[int, int]]]:
+    """The (step, rank) folders of each side that pair_rank_dirs left out: {"debug": [...], "bench": [...]}."""
+    if bench is None:
+        return {}
+    used = {(d.step, d.rank) for d, _ in pairs}
+    used_b = {(b.step, b.rank) for _, b in pairs if b is not None}
+    left = {"debug": sorted((d.step, d.rank) for d in debug if (d.step, d.rank) not in used),
+            "bench": sorted((b.step, b.rank) for b in bench if (b.step, b.rank) not in used_b)}
+    return {k: v for k, v in left.items() if v}
 
 
 def _check_out_dir(out_dir: str, create: bool = False) -> Path:
@@ -200,6 +222,9 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
 
             shutil.rmtree(temp_dir, ignore_errors=True)
     summary = _summary(results, final, time.perf_counter() - started)
+    left_out = unpaired_keys(debug_dirs, bench_dirs, pairs)
+    if left_out:
+        summary["left_out"] = left_out
     return GraphResult(final, graph_type, mode, summary)
 
 
@@ -255,5 +280,9 @@ def format_summary(result: GraphResult) -> str:
         lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}")
     if s.get("overflow") or s.get("first_overflow"):
         lines.append(f"  overflow nodes: {s['overflow']}, first overflow: {s['first_overflow'] or 'none'}")
+    for side, keys in (s.get("left_out") or {}).items():   # type: ignore[union-attr]
+        shown = ", ".join(f"step {st} rank {r}" for st, r in keys[:8]) + (f" and {len(keys) - 8} more"
+                                                                             if len(keys) > 8 else "")
+        lines.append(f"  not compared (the other side has no such folder): {side} {shown}")
     lines.append(f"  written: {s['output']} ({s['seconds']} s)")
     return "\n".join(lines)

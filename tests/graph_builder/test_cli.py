@@ -81,8 +81,13 @@ def test_missing_dump_json(tmp_path, capsys):
 
 
 def test_mismatched_layouts(tmp_path, capsys):
-    _bad(tmp_path, ["graph", "-tp", str(F / "npu_dist"), "-gp", str(F / "bench_stat")], capsys, "bench_stat",
-         "do not match")
+    # no step and rank in common (a steps folder against a step folder of ranks, or other steps)
+    other = tmp_path / "other"
+    shutil.copytree(F / "bench_dist" / "step0", other / "step3")
+    _bad(tmp_path, ["graph", "-tp", str(F / "npu_dist"), "-gp", str(other)], capsys, "other", "do not match")
+    # one rank's folder against several ranks
+    _bad(tmp_path, ["graph", "-tp", str(F / "npu_dist"), "-gp", str(F / "bench_dist" / "step0" / "rank0")], capsys,
+         "rank0", "do not match")
 
 
 def test_different_tasks(tmp_path, capsys):
@@ -215,3 +220,24 @@ def test_compare_of_a_hostile_dump_leaves_no_folder(tmp_path, capsys):
     data = {"\ud800.0.forward": {"input_args": [_ITEM], "input_kwargs": {}, "output": [_ITEM]}}
     _one_rank(tmp_path, data)
     _bad(tmp_path, ["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "d")], capsys, "not valid Unicode")
+
+
+def test_a_compare_of_runs_with_different_ranks_compares_the_ranks_both_have(tmp_path, capsys):
+    """A run with a rank filter (or one whose rank died) against a full run: refused before ("give both sides the
+    same layout"); msprobe compares the ranks both have, and so does tbprobe now, naming the others."""
+    bench = tmp_path / "bench"
+    shutil.copytree(F / "bench_dist", bench)
+    shutil.rmtree(bench / "step0" / "rank1")
+    assert main(["graph", "-tp", str(F / "npu_dist"), "-gp", str(bench), "-o", str(tmp_path / "c"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "1 step x rank graph(s)" in out
+    assert "not compared (the other side has no such folder): debug step 0 rank 1" in out
+    (db,) = (tmp_path / "c").glob("compare_*.vis.db")
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        ranks = {r for (r,) in con.execute("SELECT DISTINCT rank FROM tb_nodes")}
+    finally:
+        con.close()
+    assert ranks == {0}

@@ -298,11 +298,12 @@ class StatBuffer:
         reduced)."""
         self._cache.pop(id(t), None)
         self._host_cache.pop(id(t), None)
-        root = t._base if t._base is not None else t
-        for cache in (self._cache, self._host_cache):
-            stale = [key for key, entry in cache.items() if _shares_root(entry[0](), root)]
-            for key in stale:
-                del cache[key]
+        if issubclass(type(t), torch.Tensor):   # (by the real type: isinstance() may run a __class__ property)
+            root = t._base if t._base is not None else t
+            for cache in (self._cache, self._host_cache):
+                stale = [key for key, entry in cache.items() if _shares_root(entry[0](), root)]
+                for key in stale:
+                    del cache[key]
         if self._reader is not None:
             self._reader.forget(t)
 

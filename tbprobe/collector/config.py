@@ -4,6 +4,7 @@ Every problem (unknown key, bad value, wrong type) is a TbprobeError raised here
 Framework-neutral.
 """
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -13,9 +14,13 @@ from tbprobe.errors import TbprobeError
 
 __all__ = ["CollectorConfig", "load_config", "parse_config", "TASKS", "LEVELS"]
 
+log = logging.getLogger("tbprobe.collector")
+
 TASKS = ("statistics", "tensor", "structure")
-# Tasks of the reference that later issues implement: their blocks are accepted in a file, the task itself is not.
-LATER_TASKS = ("overflow_check", "free_benchmark", "run_ut", "grad_probe", "acc_check", "exception_dump")
+# The reference's other tasks (older and newer releases' alike): a file may hold their blocks, whose keys are theirs
+# (msprobe's own config.json ships an acc_check block), so they are not read; the tasks themselves are refused.
+LATER_TASKS = ("overflow_check", "free_benchmark", "run_ut", "grad_probe", "acc_check", "exception_dump",
+               "diff_check", "nan_check")
 LEVELS = ("L0", "L1", "mix", "debug")
 SUMMARY_MODES = ("statistics", "md5", "xor")
 DATA_MODES = ("all", "forward", "backward", "input", "output")
@@ -138,13 +143,20 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
         _fail(f"key {unknown[0]!r}", f"unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
     cfg = CollectorConfig()
     # (an argument given, or a key present, is checked as it is: "" or null is not the default)
-    cfg.task = _choice("task", task if task is not None else raw.get("task", "statistics"), TASKS + LATER_TASKS)
+    cfg.task = task if task is not None else raw.get("task", "statistics")
     if cfg.task in LATER_TASKS:
         _fail("task", f"{cfg.task!r} is not supported by the collector (use statistics, tensor or structure)")
+    _choice("task", cfg.task, TASKS)
     cfg.dump_path = dump_path if dump_path is not None else raw.get("dump_path", cfg.dump_path)
     if not isinstance(cfg.dump_path, str) or not cfg.dump_path.strip():
         _fail("dump_path", "must be a non-empty string")
     cfg.level = _choice("level", level if level is not None else raw.get("level", "L1"), LEVELS)
+    if cfg.task == "structure" and cfg.level not in ("L0", "mix"):
+        # as the reference: the structure is the modules' and the operators' (an L1 structure is a flat list of
+        # names, a debug one nothing); the default level is mix there, said only when a level was asked for
+        if level is not None or "level" in raw:
+            log.warning("tbprobe: task structure records at level L0 or mix; level %s becomes mix", cfg.level)
+        cfg.level = "mix"
     cfg.ranks = _int_list("rank", raw.get("rank"), allow_ranges=True)
     cfg.steps = _int_list("step", step if step is not None else raw.get("step"), allow_ranges=True)
     cfg.async_dump = _bool("async_dump", raw.get("async_dump", False))
@@ -164,7 +176,7 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
         b = raw.get(name)
         if b is not None and not isinstance(b, dict):
             _fail(name, "must be a JSON object")
-        if isinstance(b, dict):
+        if isinstance(b, dict) and name in TASKS:
             bad = sorted(set(b) - _BLOCK_KEYS)
             if bad:
                 _fail(f"{name}.{bad[0]}", f"unknown key (known: {', '.join(sorted(_BLOCK_KEYS))})")

@@ -116,3 +116,41 @@ def test_config_check_command(tmp_path):
     probe = subprocess.run([sys.executable, "-c", "import sys, tbprobe.collector.cli, tbprobe.collector.config; "
                             "print('torch' in sys.modules)"], capture_output=True, text=True)
     assert probe.stdout.strip() == "False"
+
+
+# msprobe's own config.json (26.2.0's package ships it) and the older template's blocks of its other tasks
+MSPROBE_SHIPPED = {"task": "statistics", "dump_path": "./dump_path", "rank": [], "step": [], "level": "L1",
+                   "extra_info": True, "async_dump": False,
+                   "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"},
+                   "tensor": {"scope": [], "list": [], "data_mode": ["all"]},
+                   "acc_check": {"white_list": [], "black_list": [], "error_data_path": "./"}}
+
+
+@pytest.mark.parametrize("extra", [{}, {"overflow_check": {"overflow_nums": 1, "check_mode": "all"}},
+                                   {"free_benchmark": {"fuzz_device": "npu", "pert_mode": "improve_precision"}},
+                                   {"run_ut": {"white_list": [], "black_list": []}},
+                                   {"grad_probe": {"grad_level": "L1", "bounds": [-1, 0, 1]}},
+                                   {"diff_check": {"list": []}}, {"nan_check": {}}])
+def test_msprobes_config_files_with_blocks_of_its_other_tasks_are_accepted(extra):
+    """tbprobe refused msprobe's shipped config.json (`acc_check.black_list: unknown key`): a block of a task that
+    is not the collector's holds that task's keys, and msprobe ignores it too. The chosen task's block is still
+    checked key by key, and a block must still be an object."""
+    cfg = parse_config(dict(MSPROBE_SHIPPED, **extra))
+    assert cfg.task == "statistics" and cfg.level == "L1"
+    with pytest.raises(TbprobeError, match="statistics.lists"):
+        parse_config(dict(MSPROBE_SHIPPED, statistics={"lists": []}, **extra))
+    with pytest.raises(TbprobeError, match="acc_check: must be a JSON object"):
+        parse_config(dict(MSPROBE_SHIPPED, acc_check=[]))
+    with pytest.raises(TbprobeError, match=r"'diff_check' is not supported"):
+        parse_config(dict(MSPROBE_SHIPPED, task="diff_check"))
+
+
+@pytest.mark.parametrize("level, becomes", [("L1", "mix"), ("debug", "mix"), ("L0", "L0"), ("mix", "mix")])
+def test_task_structure_records_at_l0_or_mix_as_msprobe(level, becomes, caplog):
+    """msprobe turns any other level into mix for task structure, with a warning (an L1 structure held no modules
+    in tbprobe, a debug one nothing)."""
+    cfg = parse_config({"task": "structure", "level": level})
+    assert cfg.level == becomes
+    assert ("becomes mix" in caplog.text) == (level != becomes)
+    caplog.clear()
+    assert parse_config({"task": "structure"}).level == "mix" and "becomes" not in caplog.text   # (its default)

@@ -192,3 +192,58 @@ def test_module_dump_of_a_module_with_parameters_records_them(tmp_path):
     with open(os.path.join(rank_dirs(str(tmp_path / "dump"), 0)[0], "dump.json")) as f:
         data = json.load(f)["data"]
     assert sorted(data["Module.fc.Linear.forward.0"]["parameters"]) == ["bias", "weight"]
+
+
+_SEED_ALL = """
+import json, sys
+import torch
+from tbprobe import PrecisionDebugger, seed_all
+seed_all(0, rm_dropout=True)
+seed_all(0, rm_dropout=True)                 # (again: the original wrapped once)
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 2, 1)
+        self.drop, self.drop2d, self.drop3d = torch.nn.Dropout(0.5), torch.nn.Dropout2d(0.5), torch.nn.Dropout3d(0.5)
+
+    def forward(self, x):
+        h = self.drop2d(self.drop(self.conv(x)))
+        return self.drop3d(h.unsqueeze(0))
+
+model = Net()
+dbg = PrecisionDebugger(dump_path=sys.argv[1], level="L1", step=[0])
+dbg.start(model)
+y = model(torch.ones(1, 2, 4, 4))
+y.sum().backward()
+dbg.stop()
+dbg.step()
+seed_all(0, mode=True)
+on = torch.are_deterministic_algorithms_enabled()
+seed_all(0, mode=False)
+try:
+    seed_all(0, rm_dropout="yes")
+    refused = False
+except Exception as exc:
+    refused = "rm_dropout" in str(exc)
+print(json.dumps({"zeros": int((y == 0).sum()), "on": on, "off": not torch.are_deterministic_algorithms_enabled(),
+                  "refused": refused}))
+"""
+
+
+def test_seed_all_removes_every_dropout_and_mode_false_turns_determinism_off(tmp_path):
+    """seed_all(rm_dropout=True) replaced F.dropout alone, so nn.Dropout2d/3d still zeroed values and two runs
+    still differed; msprobe sets p=0 in dropout, dropout2d and dropout3d, whose calls it still records (so did
+    tbprobe's replacement not: the L1 records of nn.Dropout were gone). mode=False after mode=True turns
+    determinism off again, as msprobe's; a non-bool rm_dropout is refused, as msprobe refuses it. (In a process of
+    its own: the replacement is for the rest of the process.)"""
+    dump = str(tmp_path / "dump")
+    proc = subprocess.run([sys.executable, "-c", _SEED_ALL, dump], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {"zeros": 0, "on": True, "off": True, "refused": True}
+    (path,) = glob.glob(os.path.join(dump, "step0", "*", "dump.json"))
+    with open(path) as f:
+        data = json.load(f)["data"]
+    for name in ("dropout", "dropout2d", "dropout3d"):
+        entry = data[f"Functional.{name}.0.forward"]
+        assert {"type": "float", "value": 0.0} in list(entry["input_kwargs"].values()) + entry["input_args"], name

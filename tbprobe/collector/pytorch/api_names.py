@@ -11,7 +11,7 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["lookup", "caller_named", "BY_CALLER", "passes_through", "DUNDER_ALIASES", "UNRECORDED_OPERATORS",
+__all__ = ["lookup", "alias", "caller_named", "BY_CALLER", "passes_through", "DUNDER_ALIASES", "UNRECORDED_OPERATORS",
            "risk_of", "NEVER", "LOW_RISK", "CORE", "EXTRAS"]
 
 # Never recorded: metadata queries, autograd plumbing, moves, formatting (REFERENCE.md "Never recorded").
@@ -230,6 +230,13 @@ def _build() -> None:
 
 
 _build()
+
+
+def alias(new: object, old: object) -> None:
+    """Record calls of `new` (a replacement of a torch function, seed_all's dropout with p=0) as `old`'s."""
+    info = lookup(old)
+    if info is not None:
+        _TABLE[new] = info
 
 
 def lookup(func: object) -> Optional[Tuple[str, str]]:

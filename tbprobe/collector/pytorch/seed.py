@@ -6,6 +6,7 @@ import random
 import numpy as np
 import torch
 
+from tbprobe.collector.pytorch import api_names
 from tbprobe.errors import TbprobeError
 
 __all__ = ["seed_all"]
@@ -20,6 +21,8 @@ def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = False, is_
         raise TbprobeError(f"seed_all: seed must be an int in [0, 2**32), got {seed!r}")
     if not isinstance(mode, bool):
         raise TbprobeError(f"seed_all: mode must be true or false, got {mode!r}")
+    if not isinstance(rm_dropout, bool):
+        raise TbprobeError(f"seed_all: rm_dropout must be true or false, got {rm_dropout!r}")
     if not isinstance(is_enhanced, bool):
         raise TbprobeError(f"seed_all: is_enhanced must be true or false, got {is_enhanced!r}")
     if is_enhanced:
@@ -34,13 +37,34 @@ def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = False, is_
         torch.cuda.manual_seed_all(seed)
     if mode:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        # (warn_only: an operator without a deterministic kernel is named in a warning, not raised into training)
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
+    elif torch.are_deterministic_algorithms_enabled() and getattr(torch, "_tbprobe_deterministic", False):
+        # mode=False after an earlier seed_all(mode=True): determinism off again, as the reference does (a
+        # setting of the user's own is left as it is)
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
+    torch._tbprobe_deterministic = mode
     if rm_dropout:
-        import torch.nn.functional as F
+        _remove_dropout()
 
-        def _no_dropout(input, p=0.5, training=True, inplace=False):  # noqa: ARG001
-            return input
 
-        F.dropout = _no_dropout
+def _remove_dropout() -> None:
+    """F.dropout, F.dropout2d and F.dropout3d (what nn.Dropout, Dropout2d and Dropout3d call) with p=0: still
+    called, and so still recorded at L1 and mix, as the reference records them."""
+    import torch.nn.functional as F
+
+    for name in ("dropout", "dropout2d", "dropout3d"):
+        orig = getattr(F, name)
+        orig = getattr(orig, "_tbprobe_original", orig)   # (seed_all called again: wrap the original once)
+
+        def no_dropout(input, p=0.5, training=True, inplace=False, _orig=orig):  # noqa: ARG001
+            return _orig(input, 0.0, training, inplace)
+
+        no_dropout.__name__ = name
+        no_dropout._tbprobe_original = orig
+        # (F's own code hands the operator mode F's current function, this one: recorded as the original)
+        api_names.alias(no_dropout, orig)
+        setattr(F, name, no_dropout)

@@ -256,16 +256,15 @@ class StepWriter:
     def _side_texts(self, record: StepRecord) -> List[tuple]:
         """The step's side files as (file name, text): stack.json, construct.json and, when there is data flow,
         dataflow.json."""
-        if self.extra_info:
+        side = []
+        if self.extra_info:   # (false: no stack.json nor construct.json, as the reference writes none)
             groups: Dict[int, List[str]] = {}
             for name, sid in record.stack_of.items():
                 groups.setdefault(sid, []).append(name)
             stack_text = self._side_text("stack.json", groups, self._stack_text)
             construct: Dict[str, Optional[str]] = {} if self.level == "L1" else record.construct
-        else:
-            stack_text, construct = b"{}", {}
-        # indent=None: the C encoder (the indenting one is pure Python and dominated the writer's time)
-        side = [("stack.json", stack_text), ("construct.json", self._side_text("construct.json", construct))]
+            # indent=None: the C encoder (the indenting one is pure Python and dominated the writer's time)
+            side = [("stack.json", stack_text), ("construct.json", self._side_text("construct.json", construct))]
         if record.dataflow:
             side.append(("dataflow.json", self._side_text("dataflow.json", record.dataflow)))
         return side

@@ -1,6 +1,7 @@
 """Levels, filters, tasks and the loop conveniences, on real CPU training."""
 import glob
 import json
+import logging
 import math
 import os
 import zlib
@@ -466,6 +467,24 @@ def test_debug_level_save_backward(tmp_path):
     assert data["late_grad.0.debug"] is None
 
 
+
+def test_debug_level_save_with_bad_arguments_skips_them_with_one_warning(tmp_path, caplog):
+    """save(x, 3) raised a TbprobeError into the training loop; msprobe warns and skips a non-str name and a
+    non-bool save_backward. Now both are skipped, with one warning per kind, and the good calls are saved."""
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="debug", step=[0])
+    x = torch.ones(2)
+    with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
+        for _ in range(2):
+            dbg.save(x, 3)
+            dbg.save(x, "x", save_backward="yes")
+        dbg.save(x, "kept")
+    dbg.step()
+    dbg.close()
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2 and "name must be a str" in warned[0] and "save_backward" in warned[1]
+    assert sorted(_debug_json(tmp_path, 0)["data"]) == ["kept.0.debug", "kept_grad.0.debug"]
+
+
 def test_debug_level_save_backward_of_a_namedtuple_and_a_dataclass(tmp_path):
     """Their forward entries are dicts of their fields, as msprobe writes them; the gradient entry was a list (a
     namedtuple) or null with no gradient ever recorded (a dataclass)."""
@@ -703,8 +722,15 @@ def test_data_mode_input_and_extra_info_off(tmp_path):
     dbg = PrecisionDebugger(config_path=str(tmp_path / "b" / "c.json"))
     train(dbg, "mlp", 1)
     dbg.close()
-    r = dump_of(tmp_path / "b")
-    assert r["stack"] == {} and r["construct"] == {} and "Module.fc1.Linear.forward.0" in r["dump"]["data"]
+    # no stack.json nor construct.json, as msprobe writes none (they were empty files)
+    (rank,) = rank_dirs(str(tmp_path / "b" / "dump"))
+    assert not {"stack.json", "construct.json"} & set(os.listdir(rank))
+    with open(os.path.join(rank, "dump.json")) as f:
+        assert "Module.fc1.Linear.forward.0" in json.load(f)["data"]
+    from tbprobe.cli import main  # (tbprobe graph builds such a dump)
+
+    assert main(["graph", "-tp", str(tmp_path / "b" / "dump"), "-o", str(tmp_path / "g"), "-q"]) == 0
+    assert len(list((tmp_path / "g").glob("build_*.vis.db"))) == 1
 
 
 def test_in_place_changes_after_a_hook_do_not_reach_the_recorded_values(tmp_path):

@@ -132,6 +132,7 @@ class PrecisionDebugger:
         self._collecting = False                  # between start() and stop()
         self._in_step_block = False               # inside step_fn or collect() (_one_step)
         self._told_scheduled = False
+        self._warned: set = set()                 # the kinds of misuse warned about (_warn_once)
         instances.register(self, cfg.dump_path)
 
     # --- the reference's API --------------------------------------------------------------------------------
@@ -282,8 +283,15 @@ class PrecisionDebugger:
         `<name>_grad.<n>.debug` when backward reaches them (debug_save.py)."""
         if self.config.level != "debug" or self._finished:
             return
+        # a bad argument mid-training is skipped with a warning (once per kind), as the reference skips it: an
+        # exception here would end the user's run
         if not isinstance(name, str):
-            raise TbprobeError(f"save: name must be a str, not {type(name).__name__}")
+            self._warn_once("save name", f"save: name must be a str, not {type(name).__name__}: not saved")
+            return
+        if not isinstance(save_backward, bool):
+            self._warn_once("save_backward", f"save: save_backward must be true or false, not {save_backward!r}: "
+                                             f"{name!r} not saved")
+            return
         if not self.steps.step_wanted(self.current_step):
             return
         try:
@@ -291,9 +299,14 @@ class PrecisionDebugger:
             if not self._step_open:
                 self.session.begin_step(self.current_step)
                 self._step_open = True
-            self._debug.save(obj, name, bool(save_backward))
+            self._debug.save(obj, name, save_backward)
         except Exception as exc:
             self.guard.report("save", exc)
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            log.warning("tbprobe: %s", message)
 
     # --- conveniences for training loops --------------------------------------------------------------------
     def step_fn(self, fn: Callable) -> Callable:

@@ -9,6 +9,7 @@ transfer and hands the host array to the rank's writer thread. Nothing the monit
 ``set_monitor`` has returned: failures are logged and counted in ``mon.errors``.
 """
 import atexit
+import dataclasses
 import json
 import logging
 import os
@@ -39,10 +40,14 @@ def _dist_rank_world():
 class TrainerMon:
     """Records per-module, per-parameter statistics of a training run as TensorBoard scalars, one run per rank."""
 
-    def __init__(self, config_path: str, process_group: Any = None, params_have_main_grad: bool = False,
-                 opt_ty: Any = None) -> None:
-        # opt_ty: accepted for the reference's older signature; the optimizer is inspected directly.
-        self.config_path = str(config_path)
+    def __init__(self, config_file_path: Optional[str] = None, process_group: Any = None,
+                 params_have_main_grad: bool = False, opt_ty: Any = None, *, config_path: Optional[str] = None) -> None:
+        # config_file_path: the reference's name for it (its documentation's calls pass it by keyword);
+        # config_path: this package's other name for the same. opt_ty: accepted for the reference's older
+        # signature; the optimizer is inspected directly.
+        if (config_file_path is None) == (config_path is None):
+            raise TypeError("TrainerMon: give the monitor's config file once, as config_file_path (or config_path)")
+        self.config_path = str(config_file_path if config_path is None else config_path)
         self.config: MonitorConfig = load_config(self.config_path)
         self.process_group = process_group
         self.params_have_main_grad = bool(params_have_main_grad)
@@ -68,6 +73,7 @@ class TrainerMon:
         self._start_at = 0
         self._writer: Optional[MonitorWriter] = None
         self._record_unreduced = False
+        self._wrapped_optimizer = None   # (set_wrapped_optimizer)
         _LIVE.add(self)
 
     # -- public API ------------------------------------------------------------------------------------------
@@ -98,6 +104,34 @@ class TrainerMon:
         self._optimizer = optimizer
         if not self.dynamic or self.config.dynamic_on:
             self._start(self.step + self.config.start_step if self.dynamic else self.config.start_step)
+
+    def monitor_gnorm_with_ad(self, model, optimizer=None, grad_acc_steps: int = 1, tp_group: Any = None,
+                              dp_group: Any = None, start_iteration: int = 0) -> None:
+        """The reference's older name of set_monitor; the optimizer may come from set_wrapped_optimizer."""
+        if optimizer is None:
+            optimizer = self._wrapped_optimizer
+            if optimizer is None:
+                raise TypeError("monitor_gnorm_with_ad: give the optimizer, or call set_wrapped_optimizer() first")
+        self.set_monitor(model, optimizer, grad_acc_steps, tp_group, dp_group, start_iteration)
+
+    def set_wrapped_optimizer(self, optimizer) -> None:
+        """The reference's older way to hand over the optimizer that monitor_gnorm_with_ad() then uses."""
+        self._wrapped_optimizer = optimizer
+
+    def reload_xy(self, xy_distribution: bool = False) -> None:
+        """The reference's deprecated switch of the activation statistics (DYNAMIC_MONITOR replaces it): on or off
+        from now on, within the same collection window."""
+        _log.warning("tbprobe monitor: reload_xy() is deprecated (as in the reference): use DYNAMIC_MONITOR and "
+                     "the config's xy_distribution")
+        self.config = dataclasses.replace(self.config, xy_distribution=bool(xy_distribution))
+        if not self._models:
+            return
+        self.selection = self._select()
+        if self.monitoring:
+            start, collected = self._start_at, self._collected
+            self._stop_hooks()
+            self._start(start)
+            self._collected = collected
 
     def close(self) -> None:
         """Write everything still queued and close the event file (also done at interpreter exit)."""

@@ -238,3 +238,27 @@ def test_activation_checkpoint_recomputation_is_not_recorded_twice(tmp_path):
     acc.Reload()
     assert [e.step for e in acc.Scalars("layers.0/output_norm")] == [0, 1]
     assert [e.step for e in acc.Scalars("layers.0/output_grad_norm")] == [0, 1]
+
+
+def test_the_references_older_calls_and_keyword_work(tmp_path, caplog):
+    """msprobe's documented TrainerMon(config_file_path=...) raised a TypeError, and its older calls still in
+    26.2.0 (set_wrapped_optimizer + monitor_gnorm_with_ad, the deprecated reload_xy) an AttributeError."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    mon = TrainerMon(config_file_path=write_config(tmp_path, tmp_path / "out", targets={"layers.0": {}},
+                                                   wg_distribution=True, ops=["norm"]))
+    mon.set_wrapped_optimizer(opt)
+    mon.monitor_gnorm_with_ad(model, grad_acc_steps=1)
+    train(model, opt, 2)
+    mon.reload_xy(True)               # activation statistics from now on
+    train(model, opt, 2, seed=1)
+    mon.close()
+    assert mon.errors == 0 and "deprecated" in caplog.text
+    s = read_scalars(str(tmp_path / "out" / "rank0"))
+    assert set(s["layers.0.fc.weight/grad_norm"]) == {0, 1, 2, 3}
+    assert set(s["layers.0/output_norm"]) == {2, 3}
+    with pytest.raises(TypeError, match="once"):
+        TrainerMon()
+    with pytest.raises(TypeError, match="set_wrapped_optimizer"):
+        TrainerMon(config_path=str(tmp_path / "monitor_config.json")).monitor_gnorm_with_ad(model)

@@ -27,7 +27,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    g = subparsers.add_parser("graph", help="build or compare model graphs into a .vis.db for TensorBoard",
+    # (graph_visualize: the reference's name of the command, for scripts that call it so)
+    g = subparsers.add_parser("graph", aliases=["graph_visualize"],
+                              help="build or compare model graphs into a .vis.db for TensorBoard",
                               description="Build the graph of a dump (-tp) or compare two dumps (-tp, -gp) into "
                               "one build_<ts>.vis.db / compare_<ts>.vis.db.")
     _common(g)

@@ -241,3 +241,8 @@ def test_a_compare_of_runs_with_different_ranks_compares_the_ranks_both_have(tmp
     finally:
         con.close()
     assert ranks == {0}
+
+
+def test_graph_visualize_is_the_graph_command_under_the_references_name(tmp_path, capsys):
+    assert main(["graph_visualize", "-tp", str(F / "npu_stat"), "-o", str(tmp_path / "b"), "-q"]) == 0
+    assert "48 debug nodes" in capsys.readouterr().out

@@ -123,10 +123,14 @@ def test_the_stack_of_a_function_written_in_python_starts_at_its_caller(tmp_path
         F.relu(x); lines["relu"] = inspect.currentframe().f_lineno      # noqa: E702
         x.norm(dim=1); lines["norm"] = inspect.currentframe().f_lineno  # noqa: E702
         torch.exp(x); lines["exp"] = inspect.currentframe().f_lineno    # noqa: E702
+        # (through torch's boolean_dispatch, which picks one of two functions by return_indices)
+        F.max_pool1d(x[None], 2); lines["pool"] = inspect.currentframe().f_lineno                       # noqa: E702
+        F.max_pool1d(x[None], 2, return_indices=True); lines["indices"] = inspect.currentframe().f_lineno  # noqa: E702
 
     _records(tmp_path, calls)
     stack = load_rank(rank_dirs(str(tmp_path / "dump"))[0])["stack"]
     first = {name: frames[0] for names, frames in stack.values() for name in names}
     for name, key in (("Functional.relu.0.forward", "relu"), ("Tensor.norm.0.forward", "norm"),
-                      ("Torch.exp.0.forward", "exp")):
+                      ("Torch.exp.0.forward", "exp"), ("Functional.max_pool1d.0.forward", "pool"),
+                      ("Functional.max_pool1d_with_indices.0.forward", "indices")):
         assert f"test_call_site.py, line {lines[key]}, in calls," in first[name], (name, first[name])

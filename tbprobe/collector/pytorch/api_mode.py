@@ -135,6 +135,8 @@ def _writes_unversioned(func) -> bool:
 
 
 _HANDLE_CODE = torch.overrides.handle_torch_function.__code__
+# (the closure torch._jit_internal.boolean_dispatch makes, F.max_pool2d's; None where torch makes no such closure)
+_BOOLEAN_DISPATCH_CODE = getattr(torch.nn.functional.max_pool2d, "__code__", None)
 
 
 def _dispatch_frames(func) -> int:
@@ -145,8 +147,15 @@ def _dispatch_frames(func) -> int:
         return 0
     try:
         # (0: here, 1: ApiCapture.call, 2: the mode's __torch_function__)
-        if sys._getframe(3).f_code is _HANDLE_CODE and sys._getframe(4).f_code is func.__code__:
-            return 2
+        if sys._getframe(3).f_code is _HANDLE_CODE:
+            code = func.__code__
+            # F.max_pool2d and its kin: a dispatcher of torch's (boolean_dispatch, on return_indices) calls one of
+            # two functions, which hands the dispatcher itself (or itself, with return_indices) to the mode: the
+            # dispatcher's frame is the call's too
+            if sys._getframe(4).f_code is code:
+                return 3 if sys._getframe(5).f_code is _BOOLEAN_DISPATCH_CODE else 2
+            if code is _BOOLEAN_DISPATCH_CODE and sys._getframe(5).f_code is code:
+                return 3
     except (ValueError, AttributeError):
         pass
     return 0

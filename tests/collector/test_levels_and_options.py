@@ -1700,6 +1700,37 @@ def test_autograds_view_of_an_input_a_custom_function_returns_is_not_recorded(tm
     assert views == ["Tensor.view_as.0.backward", "Tensor.view_as.0.forward"]
 
 
+
+def test_a_first_layer_whose_extra_outputs_get_no_gradient_is_recorded_when_its_pass_ends(tmp_path):
+    """`o, _ = self.lstm(x)` as the first layer: none of its inputs needs a gradient and its h and c get none, so
+    its backward record waited for them until the step's end, after everything done since (at mix, the
+    optimizer's calls). It is complete when the backward pass ends now."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm, self.head = torch.nn.LSTM(4, 4), torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            o, _ = self.lstm(x)
+            return self.head(o)
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level="mix", steps=1)
+    dbg.start(model=model)
+    model(torch.randn(3, 2, 4)).sum().backward()
+    torch.exp(torch.ones(1))              # the next call after the backward pass
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    names = list(dump_of(tmp_path)["dump"]["data"])
+    lstm = names.index("Module.lstm.LSTM.backward.0")
+    assert names.index("Module.head.Linear.backward.0") < lstm < names.index("Torch.exp.0.forward")
+    record = dump_of(tmp_path)["dump"]["data"]["Module.lstm.LSTM.backward.0"]
+    assert record["input"][0] is not None and record["output"] == []
+
+
 class _CopyToRegion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

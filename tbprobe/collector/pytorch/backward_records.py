@@ -17,13 +17,14 @@ _NoTorchFunction = torch._C.DisableTorchFunction
 # gathered again and written over: the last pass's, as the reference keeps it, and the one the parameters'
 # gradients come from.
 _graph_task = torch._C._current_graph_task_id
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 
 
 class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "began", "done", "step", "task", "expect", "wait_all")
+                 "began", "done", "step", "task", "expect", "wait_all", "at_end")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -42,6 +43,7 @@ class BackwardTracker:
         # complete only once every output's gradient is in: an input returned as it is gets its gradient (from the
         # consumers after the call) together with the input's share (Session.finish_backward)
         self.wait_all = False
+        self.at_end = False    # completed, if still waiting, when its backward pass ends (_end_of_pass)
 
     # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
     # _cgrad's C++ hooks (tbprobe/collector/_cgrad.cpp), or Python's node prehooks as `partial(on_*_node, i, nr)`
@@ -92,7 +94,30 @@ class BackwardTracker:
                     self.in_items[i] = item
                     self.missing_in -= 1
                 self._maybe_finish(by_inputs=not out)
+                if not self.done and not self.in_items and not self.at_end:
+                    # none of its inputs needs a gradient, and some of its outputs may get none in this pass (an
+                    # LSTM's h and c, when the first layer returns its output alone): complete when the pass ends,
+                    # with those that came, rather than at the step's end
+                    self.at_end = True
+                    try:
+                        _queue_callback(self._end_of_pass)
+                    except RuntimeError:   # (not inside the engine)
+                        pass
         except Exception as exc:
+            s.guard.report("backward hook", exc)
+        finally:
+            s.busy -= 1
+
+    def _end_of_pass(self) -> None:
+        self.at_end = False
+        s = self.session
+        if self.done or not self.started or not s.active or s.step != self.step:
+            return
+        s.busy += 1
+        try:
+            with _NoTorchFunction():
+                self._maybe_finish(force=True)
+        except Exception as exc:   # (a final callback's error would reach the user's backward)
             s.guard.report("backward hook", exc)
         finally:
             s.busy -= 1

@@ -22,11 +22,8 @@ _INERT = (functools.partial, (sys.audit, "tbprobe.copied_hook"))
 class _OwnHook(functools.partial):
     __slots__ = ()
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple:   # (copy.deepcopy and copy.copy take it too)
         return _INERT
-
-    def __deepcopy__(self, memo: dict) -> Any:
-        return functools.partial(sys.audit, "tbprobe.copied_hook")
 
 
 def own_hook(fn: Callable, *args: Any) -> Callable:

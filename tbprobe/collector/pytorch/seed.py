@@ -11,6 +11,8 @@ from tbprobe.errors import TbprobeError
 
 __all__ = ["seed_all"]
 
+_deterministic_by_us = [False]   # whether the last seed_all() turned torch's deterministic algorithms on
+
 
 def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = False, is_enhanced: bool = False) -> None:
     """Seed every generator; `mode=True` also asks torch for deterministic algorithms.
@@ -41,12 +43,12 @@ def seed_all(seed: int = 1234, mode: bool = False, rm_dropout: bool = False, is_
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
-    elif torch.are_deterministic_algorithms_enabled() and getattr(torch, "_tbprobe_deterministic", False):
+    elif _deterministic_by_us[0] and torch.are_deterministic_algorithms_enabled():
         # mode=False after an earlier seed_all(mode=True): determinism off again, as the reference does (a
         # setting of the user's own is left as it is)
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.deterministic = False
-    torch._tbprobe_deterministic = mode
+    _deterministic_by_us[0] = mode
     if rm_dropout:
         _remove_dropout()
 

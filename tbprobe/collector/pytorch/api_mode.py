@@ -416,8 +416,7 @@ class ApiCapture:
                 args_items = s.items.list_items(rec_args, f"{name}.input")
                 kwargs_items = {k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in rec_kwargs.items()}
                 s.note_consumer(name, rec_args)
-                s.add_stack(name, 3 + _dispatch_frames(func))
-            elif risky and s.stack_only(name):
+            if data or (risky and s.stack_only(name)):
                 s.add_stack(name, 3 + _dispatch_frames(func))
             # dropout with p=0 returns its input: no backward of its own (the reference leaves it out too)
             grad = torch.is_grad_enabled() and not (api in _DROPOUTS and _dropout_p(args, kwargs) == 0)

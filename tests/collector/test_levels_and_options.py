@@ -1532,11 +1532,11 @@ def test_parameters_unfrozen_or_replaced_after_start_get_their_gradient_records_
     model = torch.nn.Sequential(torch.nn.Linear(3, 4, bias=False), torch.nn.ReLU(), torch.nn.Linear(4, 4),
                                 torch.nn.Linear(4, 2))
     model[2].requires_grad_(False)
-    from tbprobe.collector.pytorch.module_hooks import ModuleHooks
+    from tbprobe.collector.pytorch.param_grads import ParamGrads
 
     hooked = []
-    orig = ModuleHooks._hook_params
-    monkeypatch.setattr(ModuleHooks, "_hook_params", lambda self, pg, mod: hooked.append(pg.prefix) or orig(self, pg, mod))
+    orig = ParamGrads.hook
+    monkeypatch.setattr(ParamGrads, "hook", lambda self, mod: hooked.append(self.prefix) or orig(self, mod))
     dbg = make_debugger(tmp_path, level=level, steps=2)
     for step in range(2):
         dbg.start(model=model)

@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
-from tbprobe.collector.naming import params_grad_name
 from tbprobe.collector.pytorch.own_hook import own_hook
+from tbprobe.collector.pytorch.param_grads import ParamGrads, parameter_items, params_changed
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ModuleHooks", "model_problem"]
@@ -20,7 +20,6 @@ log = logging.getLogger("tbprobe.collector")
 _NoTorchFunction = torch._C.DisableTorchFunction
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _compiling = torch.compiler.is_compiling
-_Uninitialized = torch.nn.parameter.UninitializedParameter
 try:   # how non-reentrant activation checkpointing ends a recomputation: by raising inside the forward
     from torch.utils.checkpoint import _StopRecomputationError
 except ImportError:
@@ -45,72 +44,6 @@ class _Call:
         self.start, self.ins, self.listeners, self.raw = start, ins, None, None
 
 
-class _ParamGrads:
-    """Gradients of one module's own parameters in one backward pass; emitted when the last one arrives, or, when
-    some never come in that pass (a parameter the forward did not use, an expert no token reached), with those that
-    came when the pass ends, as the reference emits them."""
-
-    def __init__(self, hooks: "ModuleHooks", prefix: str, names: List[str]) -> None:
-        self.hooks = hooks
-        self.prefix = prefix
-        self.names = names
-        self.pending: Dict[str, Any] = {}
-        self.step = -1
-        self.ran = -1          # the last step in which the module's forward ran (see on_grad)
-        self.module_id = 0
-        self.keep = False      # whether the record of the pending gradients is written (the filters' answer)
-        self.listed = False    # in hooks.partial, waiting for the pass's end
-        self.first_name = params_grad_name(prefix, 0)   # the filters decide on the first call's name
-        self.counter = prefix + ".parameters_grad"      # its call counter's key
-        # the parameters hooked (ModuleHooks._hook_params): their hooks, and what they were, to see a change
-        self.handles: List[Any] = []
-        self.sig: tuple = ()
-        self.lazy = False      # some were not materialised yet (LazyLinear): hooked again after the forward
-
-    def on_accumulated(self, pname: str, param: torch.Tensor) -> None:
-        # (a parameter's post-accumulate hook: param.grad now holds what the optimizer will use)
-        self.on_grad(pname, param.grad)
-
-    def on_grad(self, pname: str, grad: torch.Tensor) -> None:   # returns None: the gradient is left as it is
-        s = self.hooks.session
-        # A module that did not run this step has no parameter gradients of its own to report, even when it shares
-        # its parameters with one that did (T5's `shared` embedding, tied to its encoder's and decoder's), as in
-        # the reference.
-        if not s.active or s.busy or self.ran != s.step or (
-                s.scope_ids is not None and self.module_id not in s.scope_ids):
-            return
-        s.busy += 1
-        guard = _NoTorchFunction()   # (a backward pass runs with the operator mode on: backward_pass.py)
-        guard.__enter__()
-        try:
-            if self.step != s.step:
-                self.pending = {}
-                self.step = s.step
-            if not self.pending:
-                self.keep = s.record_data(self.first_name)
-            keep = self.keep
-            # (the record's name, and its saved tensors' files, carry the index it will get when complete)
-            self.pending[pname] = [s.items.item_at(grad, params_grad_name(
-                self.prefix, s.counters.peek(self.counter)), pname)] if keep else None
-            if len(self.pending) == len(self.names):
-                self.emit()
-            elif not self.listed:
-                self.hooks.note_partial(self)
-        except Exception as exc:
-            s.guard.report("parameter gradient hook", exc)
-        finally:
-            guard.__exit__(None, None, None)
-            s.busy -= 1
-
-    def emit(self) -> None:
-        """The record of the gradients that came, under the module's next parameters_grad index."""
-        s = self.hooks.session
-        n = s.counters.next(self.counter)
-        if self.keep:
-            s.record.add_entry(params_grad_name(self.prefix, n), dict(self.pending))
-        self.pending = {}
-
-
 class ModuleHooks:
     def __init__(self, session: Session, prefix: str = "Module") -> None:
         self.session = session
@@ -118,10 +51,10 @@ class ModuleHooks:
         self.handles: List[Any] = []
         self.model_ids: set = set()
         self._calls: Dict[int, List[_Call]] = {}
-        self.partial: List[_ParamGrads] = []   # modules some of whose parameter gradients came in this pass
-        self._param_owners: Dict[int, List[tuple]] = {}   # id(model) -> [(module, its _ParamGrads)]
+        self.partial: List[ParamGrads] = []   # modules some of whose parameter gradients came in this pass
+        self._param_owners: Dict[int, List[tuple]] = {}   # id(model) -> [(module, its ParamGrads)]
 
-    def note_partial(self, pg: _ParamGrads) -> None:
+    def note_partial(self, pg: ParamGrads) -> None:
         """`pg` has some of its gradients of this backward pass: the rest may never come, so what came is emitted
         when the pass ends (the engine's final callback), unless the last comes first."""
         pg.listed = True
@@ -163,8 +96,8 @@ class ModuleHooks:
         if id(model) in self.model_ids:
             # hooked at an earlier start(): parameters unfrozen, frozen or replaced since are hooked anew
             for mod, pg in self._param_owners.get(id(model), ()):
-                if _params_changed(mod, pg.sig):
-                    self._hook_params(pg, mod)
+                if params_changed(mod, pg.sig):
+                    pg.hook(mod)
             return
         self.model_ids.add(id(model))
         owners = self._param_owners.setdefault(id(model), [])
@@ -196,7 +129,7 @@ class ModuleHooks:
         parameters joins `owners` (its model's), whose parameter hooks each start() checks (module_dump's
         window, hooked anew at each call, passes none)."""
         handles = []
-        pg = _ParamGrads(self, base, []) if any(p is not None for p in mod._parameters.values()) else None
+        pg = ParamGrads(self, base, []) if any(p is not None for p in mod._parameters.values()) else None
         try:
             if mod._forward_hooks:
                 # forward hooks registered before ours may change the output: the module's own is recorded, as
@@ -210,7 +143,7 @@ class ModuleHooks:
                                                  always_call=True))
             if pg is not None:
                 pg.module_id = id(mod)
-                self._hook_params(pg, mod)
+                pg.hook(mod)
         except Exception:
             for h in handles + (pg.handles if pg is not None else []):
                 h.remove()
@@ -223,32 +156,6 @@ class ModuleHooks:
         calls = self._calls.get(id(mod))
         if calls:
             calls[-1].raw = output
-
-    def _hook_params(self, pg: _ParamGrads, mod: torch.nn.Module) -> None:
-        """Hooks on the module's own parameters that need a gradient (again: the ones it has now)."""
-        for h in pg.handles:
-            h.remove()
-        pg.handles = []
-        pg.pending = {}
-        pg.lazy = False
-        names = []
-        for n, p in mod.named_parameters(recurse=False):
-            if isinstance(p, _Uninitialized):
-                pg.lazy = True      # (a lazy module's: materialised by its first forward)
-                continue
-            if not p.requires_grad:
-                continue
-            # The gradient as it stands after this backward's accumulation into p.grad, as the reference reads
-            # it: with gradient accumulation, parameters_grad.1 is the sum over both micro-batches. (A partial of
-            # the bound method: no Python frame between autograd and the hook.)
-            if p.is_leaf and hasattr(p, "register_post_accumulate_grad_hook"):
-                pg.handles.append(p.register_post_accumulate_grad_hook(own_hook(pg.on_accumulated, n)))
-            else:
-                pg.handles.append(p.register_hook(own_hook(pg.on_grad, n)))
-            names.append(n)
-        pg.names = names
-        pg.sig = _param_sig(mod)
-        self.handles.extend(pg.handles)
 
     def begin_step(self) -> None:
         """Forget the calls a step left open (a forward that raised where no post-hook ran: under
@@ -266,7 +173,7 @@ class ModuleHooks:
         self.handles = []
         self.model_ids = set()
 
-    def _pre(self, base: str, pg: Optional[_ParamGrads]):
+    def _pre(self, base: str, pg: Optional[ParamGrads]):
         s = self.session
 
         def pre_hook(mod, args, kwargs):
@@ -325,7 +232,7 @@ class ModuleHooks:
 
         return pre_hook
 
-    def _post(self, base: str, pg: Optional[_ParamGrads]):
+    def _post(self, base: str, pg: Optional[ParamGrads]):
         s = self.session
 
         def post_hook(mod, args, kwargs, output):
@@ -334,8 +241,8 @@ class ModuleHooks:
                 # (the reference hooks the parameters at each forward): their gradients come after (between
                 # collected steps start() looks again)
                 try:
-                    if pg.lazy or _params_changed(mod, pg.sig):
-                        self._hook_params(pg, mod)
+                    if pg.lazy or params_changed(mod, pg.sig):
+                        pg.hook(mod)
                 except Exception as exc:
                     s.guard.report("module forward hook", exc)
             calls = self._calls.get(id(mod))
@@ -371,7 +278,7 @@ class ModuleHooks:
                         entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items}
                         if _StopRecomputationError is not None and isinstance(exc, _StopRecomputationError):
                             entry["output"] = [None]
-                            entry["parameters"] = _parameter_items(s.items, name, mod)
+                            entry["parameters"] = parameter_items(s.items, name, mod)
                         s.add_entry(name, entry)
                     return None
                 if s.record_data(name):
@@ -383,7 +290,7 @@ class ModuleHooks:
                         out_items = items.list_items(shown if isinstance(shown, (list, tuple)) else [shown],
                                                      f"{name}.output")
                     entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items,
-                             "output": out_items, "parameters": _parameter_items(items, name, mod)}
+                             "output": out_items, "parameters": parameter_items(items, name, mod)}
                     s.add_entry(name, entry)
                 outs = flatten_tensors(output)
                 s.note_producer(name, outs, overwrite=False)
@@ -444,42 +351,6 @@ def _alias_inputs(args: tuple, kwargs: dict):
             new_kwargs[k] = v.view_as(v)
             changed = True
     return (tuple(new_args), new_kwargs) if changed else None
-
-
-def _parameter_items(items: Any, name: str, mod: torch.nn.Module) -> dict:
-    """A forward record's "parameters": the items of the module's own parameters."""
-    return {pn: items.item_at(p, f"{name}.parameters", pn) for pn, p in _own_parameters(mod)}
-
-
-def _param_sig(mod: torch.nn.Module) -> tuple:
-    """What decides a module's parameter hooks: which parameter objects it has (None for an empty slot, a
-    Linear's bias=False), and which need a gradient."""
-    return tuple((id(p), p is not None and p.requires_grad) for p in mod._parameters.values())
-
-
-def _params_changed(mod: torch.nn.Module, sig: tuple) -> bool:
-    """Whether `_param_sig(mod)` differs from `sig`, without building it (each forward of each module asks)."""
-    params = mod._parameters
-    if len(params) != len(sig):
-        return True
-    for (pid, grad), p in zip(sig, params.values()):
-        if id(p) != pid or (p is not None and p.requires_grad) != grad:
-            return True
-    return False
-
-
-def _own_parameters(mod: torch.nn.Module):
-    """mod.named_parameters(recurse=False) without its generator machinery (one dict walk per hook call)."""
-    params = mod.__dict__.get("_parameters")
-    if params is None:
-        return mod.named_parameters(recurse=False)
-    seen = set()
-    out = []
-    for n, p in params.items():
-        if p is not None and id(p) not in seen:
-            seen.add(id(p))
-            out.append((n, p))
-    return out
 
 
 def model_problem(model: Any) -> Optional[str]:

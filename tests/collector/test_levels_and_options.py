@@ -305,6 +305,25 @@ def test_capture_inside_a_collected_step_narrows_only_its_block(tmp_path):
             "Module.2.Linear.parameters_grad.0"} <= set(data)
 
 
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_modules_outside_a_capture_have_no_parameter_gradients_when_the_backward_runs_after_it(tmp_path, level):
+    """The backward of a forward captured in a block runs after the block, the scope gone: the parameters_grad of
+    every module the forward ran outside the captured one was recorded, with none of their other records."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 2))
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    with dbg.capture(model[1]):
+        out = model(torch.randn(5, 4))
+    out.sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    names = [k for k in load_rank(rank_dirs(str(tmp_path / "dump"))[0])["dump"]["data"] if k.startswith("Module")]
+    assert names == ["Module.1.ReLU.forward.0", "Module.1.ReLU.backward.0"]
+
+
 def test_a_step_block_inside_another_is_part_of_the_outer_step(tmp_path):
     """collect() inside a step_fn (or inside another collect()) once ended the outer step halfway: what came
     after the inner block was not recorded and the step counter jumped by two."""

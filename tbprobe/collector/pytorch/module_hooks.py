@@ -179,12 +179,14 @@ class ModuleHooks:
         def pre_hook(mod, args, kwargs):
             if not s.active or s.busy:
                 return None
-            if pg is not None:
-                pg.ran = s.step
             if s.scope_ids is not None:
                 if id(mod) not in s.scope_ids:
                     return None
                 s.scope_depth += 1
+            if pg is not None:
+                # (after the scope's test: a module outside capture()'s has no parameters_grad either, also when
+                # the backward runs after the block)
+                pg.ran = s.step
             if s.deferred:
                 s.flush_deferred()
             s.busy += 1

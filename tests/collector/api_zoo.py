@@ -55,6 +55,11 @@ def _calls(x, y, i, b, idx):
         lambda: F.relu(x), lambda: F.gelu(x), lambda: F.silu(x), lambda: F.softmax(x, -1),
         lambda: F.layer_norm(x, (4,)), lambda: F.dropout(x, 0.0), lambda: F.linear(x, y),
         lambda: F.conv2d(conv_in, conv_w), lambda: F.rms_norm(x, (4,)),
+        # written in Python without handing themselves to torch's dispatch: F.sigmoid is `input.sigmoid()`
+        lambda: F.sigmoid(x), lambda: F.tanh(x), lambda: F.upsample(conv_in, scale_factor=2),
+        lambda: F.upsample_nearest(conv_in, scale_factor=2), lambda: F.upsample_bilinear(conv_in, scale_factor=2),
+        # Python's protocol, whose bodies call operators: `0 in x` compares and reduces, reversed(x) flips
+        lambda: 0.5 in x, lambda: reversed(x),
         # shape and layout
         lambda: x[0], lambda: x[:, 1], lambda: x.view_as(y), lambda: x.stride(), lambda: x.t(), lambda: c().t_(),
         lambda: x.reshape(16), lambda: x.reshape_as(y), lambda: x.view(16, 1).squeeze(),

@@ -134,3 +134,17 @@ def test_the_stack_of_a_function_written_in_python_starts_at_its_caller(tmp_path
                       ("Torch.exp.0.forward", "exp"), ("Functional.max_pool1d.0.forward", "pool"),
                       ("Functional.max_pool1d_with_indices.0.forward", "indices")):
         assert f"test_call_site.py, line {lines[key]}, in calls," in first[name], (name, first[name])
+
+
+def test_the_wrappers_of_pythons_functionals_last_the_collected_steps_alone(tmp_path):
+    """F.sigmoid and its kin are wrapped (to hand themselves to the mode) from the first collected step on, and
+    put back once no step is left to collect; the wrapper gives the function's own result."""
+    orig = F.sigmoid
+    x = torch.randn(3)
+    dbg = make_debugger(tmp_path, level="L1", steps=1)
+    with dbg.collect():
+        assert F.sigmoid is not orig and F.sigmoid.__wrapped__ is orig
+        assert torch.equal(F.sigmoid(x), orig(x))
+    assert F.sigmoid is orig
+    dbg.close()
+    assert dbg.hook_errors == 0

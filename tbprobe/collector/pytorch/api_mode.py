@@ -14,13 +14,15 @@ import types
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
-from torch.overrides import TorchFunctionMode
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode, handle_torch_function, has_torch_function
 
 from tbprobe.collector.naming import api_name
 from tbprobe.collector.pytorch.api_names import (
     BY_CALLER,
     DUNDER_ALIASES,
     UNRECORDED_OPERATORS,
+    alias,
     caller_named,
     lookup,
     passes_through,
@@ -34,6 +36,10 @@ __all__ = ["ApiCapture"]
 
 _dunder = threading.local()
 _CLIPPING = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_")
+# torch.nn.functional's functions written in Python that never hand themselves to the mode (F.sigmoid is
+# `input.sigmoid()`, F.upsample calls F.interpolate): seen as Tensor.sigmoid and Functional.interpolate, where the
+# reference, which wraps F's attributes, records Functional.sigmoid and Functional.upsample (_dispatching)
+_PYTHON_FUNCTIONALS = ("sigmoid", "tanh", "upsample", "upsample_nearest", "upsample_bilinear")
 # calls whose CPU kernels update running statistics (buffers) in place without bumping their version
 _BUFFER_UPDATES = frozenset({"batch_norm", "instance_norm", "native_batch_norm", "_native_batch_norm_legit",
                              "batch_norm_update_stats", "_batch_norm_impl_index"})
@@ -99,9 +105,13 @@ class _Mode(TorchFunctionMode):
             _dunder.name = None
         if info is None:
             if passes_through(func):
-                # the body of a Python-level operator, with the mode on: the calls inside are recorded
+                # the body of a Python-level method, with the mode on: the calls inside are recorded. (A reflected
+                # operator's wrapper of torch's holds it as __wrapped__; the others skip their own dispatch check.)
+                body = getattr(func, "__wrapped__", None)
+                if body is None:
+                    return run_with_mode(self, func, args, kwargs)
                 with self:
-                    return func.__wrapped__(*args, **kwargs)
+                    return body(*args, **kwargs)
             if starts_backward(func) and types_plain(types):
                 # a backward pass, with the mode on (tbprobe/collector/pytorch/backward_pass.py)
                 return run_with_mode(self, func, args, kwargs)
@@ -125,6 +135,28 @@ class _Mode(TorchFunctionMode):
             elif UNRECORDED_OPERATORS.get(dname) == api:
                 return func(*args, **kwargs)
         return cap.call(func, prefix, api, args, kwargs)
+
+
+_DISPATCHING: Dict[Any, Any] = {}   # original -> its wrapper, made once (each wrapper is a key of the names table)
+
+
+def _dispatching(orig: Any) -> Any:
+    """A wrapper of `orig` (one of _PYTHON_FUNCTIONALS) that hands itself to the mode as F.relu does, recorded under
+    orig's name; inside, with the mode off, orig runs as it is."""
+    wrapper = _DISPATCHING.get(orig)
+    if wrapper is not None:
+        return wrapper
+
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        relevant = tuple(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor))
+        if relevant and has_torch_function(relevant):
+            return handle_torch_function(wrapper, relevant, *args, **kwargs)
+        return orig(*args, **kwargs)
+
+    alias(wrapper, orig)
+    _DISPATCHING[orig] = wrapper
+    return wrapper
 
 
 def _writes_unversioned(func) -> bool:
@@ -261,7 +293,8 @@ class ApiCapture:
         self._installed = False             # the dunder wrappers and optimizer hooks (see enter)
         self._saved: Dict[str, Any] = {}
         self._opt_handles: List[Any] = []
-        self._clip_saved: List[Tuple[Any, str, Any]] = []   # (namespace, name, original) of the clipping functions
+        # (namespace, name, original) of the functions wrapped there: clipping's, _PYTHON_FUNCTIONALS
+        self._ns_saved: List[Tuple[Any, str, Any]] = []
 
     # --- install / remove ------------------------------------------------------------------------------------
     # The mode is pushed by start() and popped by stop(). The dunder wrappers and the optimizer hooks stay from the
@@ -306,9 +339,9 @@ class ApiCapture:
         for h in self._opt_handles:
             h.remove()
         self._opt_handles = []
-        for ns, name, orig in reversed(self._clip_saved):
+        for ns, name, orig in reversed(self._ns_saved):
             setattr(ns, name, orig)
-        self._clip_saved = []
+        self._ns_saved = []
 
     def _install(self) -> None:
         for dname in (*DUNDER_ALIASES, *UNRECORDED_OPERATORS):
@@ -324,6 +357,11 @@ class ApiCapture:
         self._opt_handles = [register_optimizer_step_pre_hook(self._opt_pre),
                              register_optimizer_step_post_hook(self._opt_post)]
         self._wrap_clipping()
+        for name in _PYTHON_FUNCTIONALS:
+            orig = F.__dict__.get(name)
+            if orig is not None and lookup(orig) is not None:   # (not one of ours, nor the user's replacement)
+                self._ns_saved.append((F, name, orig))
+                setattr(F, name, _dispatching(orig))
         self._installed = True
 
     def _wrap_clipping(self) -> None:
@@ -341,7 +379,7 @@ class ApiCapture:
                     continue
                 if id(orig) not in wrapped:
                     wrapped[id(orig)] = self._clipping(orig)
-                self._clip_saved.append((ns, name, orig))
+                self._ns_saved.append((ns, name, orig))
                 setattr(ns, name, wrapped[id(orig)])
 
     def _clipping(self, orig):

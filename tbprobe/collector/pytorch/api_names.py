@@ -21,8 +21,8 @@ NEVER = {
     "register_post_accumulate_grad_hook", "retain_grad", "tolist", "dim_order", "storage", "untyped_storage",
     "get_device", "has_names", "is_contiguous", "is_floating_point", "is_complex", "is_signed", "is_leaf",
     "view", "__get__", "__set__", "__repr__", "__format__", "__len__", "__iter__", "__hash__",
-    "__index__", "__int__", "__float__", "__complex__", "__array__", "__array_wrap__", "__contains__",
-    "__reduce_ex__", "__deepcopy__", "__setstate__", "__getstate__", "__dir__", "__torch_function__", "__reversed__",
+    "__index__", "__int__", "__float__", "__complex__", "__array__", "__array_wrap__",
+    "__reduce_ex__", "__deepcopy__", "__setstate__", "__getstate__", "__dir__", "__torch_function__",
     "as_subclass", "pin_memory", "share_memory_", "record_stream", "data", "type", "grad", "_version",
     "is_tensor", "is_storage", "is_grad_enabled", "is_inference_mode_enabled", "get_default_dtype", "manual_seed",
     "set_grad_enabled", "no_grad", "enable_grad", "result_type", "can_cast", "promote_types",
@@ -78,9 +78,11 @@ DUNDER_ALIASES = {
 UNRECORDED_OPERATORS = {
     "__neg__": "neg", "__pos__": "positive", "__abs__": "abs", "__itruediv__": "div_", "__rand__": "bitwise_and",
 }
-# Python-level reflected operators (torch/_tensor.py) that the reference does not patch: it records the calls
-# inside them (`2 / x` is x.reciprocal() * 2, `2 // x` is torch.floor_divide(2, x)), so the mode runs their body.
-PASS_THROUGH = ("__rdiv__", "__rfloordiv__", "__rmatmul__")
+# Tensor methods written in Python (torch/_tensor.py) that the reference does not patch: it records the calls
+# inside them, so the mode runs their body. Reflected operators (`2 / x` is x.reciprocal() * 2, `2 // x` is
+# torch.floor_divide(2, x)) and Python's protocol: `0 in x` is `(0 == x).any()`, reversed(x) is x.flip(0), called
+# by transformers' padding check on every forward of its encoder models.
+PASS_THROUGH = ("__rdiv__", "__rfloordiv__", "__rmatmul__", "__contains__", "__reversed__")
 
 # Callables torch exposes that the reference never records (checked against its dumps and the functions it patches,
 # tests/collector/test_api_coverage.py): Python's object protocol and operator forms it leaves alone, copies,

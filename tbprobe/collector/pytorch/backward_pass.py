@@ -30,7 +30,10 @@ def starts_backward(func: Any) -> bool:
 
 
 def run_with_mode(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    """`func(*args, **kwargs)` with `mode` pushed, past func's own torch-function check."""
+    """`func(*args, **kwargs)` with `mode` pushed, past func's own torch-function check (where this torch lacks the
+    skip, as it is, with the mode off)."""
+    if _skip_next is None:
+        return func(*args, **kwargs)
     with mode:
         _skip_next(True)
         try:

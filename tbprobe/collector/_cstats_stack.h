@@ -6,7 +6,11 @@
    to 30 frames in Python costs about 8 us a call; the same walk here costs about 1 us.
 
    stack_key(frame, own, prefix, codes) -> tuple: `own` maps id(code) -> bool (is it tbprobe's own code: its
-   co_filename starts with `prefix`), decided once per code object; `codes` maps id(code) -> code and keeps every
+   co_filename starts with `prefix`), decided once per code object, or None for torch's handle_torch_function,
+   which the caller puts there: a function written in Python hands itself to the operator mode through it, and the
+   mode may run its body again (backward_pass.py), so the stack of a call inside `loss.backward()` held
+   Tensor.backward twice with that frame between. Such a frame is left out, and so is the frame calling it when it
+   runs the same code as the last frame kept: the reference, which patches functions, sees one call; `codes` maps id(code) -> code and keeps every
    code object seen alive, so its id is never reused by another one. The key is (id(code), f_lasti, id(code),
    f_lasti, ...), innermost first: the same ints Python's frame.f_code and frame.f_lasti give. */
 
@@ -24,11 +28,12 @@ static int frame_lasti(PyFrameObject *f) {
 #endif
 }
 
-/* 1 if the code object is tbprobe's own, 0 if not, -1 with an exception. */
+/* 1 if the code object is tbprobe's own, 2 if it is a dispatch frame (None in `own`), 0 if neither, -1 with an
+   exception. */
 static int own_code(PyObject *code, PyObject *id, PyObject *own, PyObject *prefix, PyObject *codes) {
     PyObject *known = PyDict_GetItemWithError(own, id);   /* borrowed */
     if (known != NULL)
-        return known == Py_True;
+        return known == Py_True ? 1 : known == Py_None ? 2 : 0;
     if (PyErr_Occurred())
         return -1;
     PyObject *filename = PyObject_GetAttr(code, s_co_filename);
@@ -55,15 +60,23 @@ static PyObject *stack_key(PyObject *mod, PyObject *const *args, Py_ssize_t narg
         return NULL;
     PyFrameObject *f = (PyFrameObject *)args[0];
     Py_INCREF(f);
+    PyObject *last = NULL;   /* the code of the last frame kept (compared by identity only) */
+    int dispatched = 0;      /* a dispatch frame was just passed */
     while (f != NULL) {
         PyObject *code = (PyObject *)PyFrame_GetCode(f);   /* new reference */
         PyObject *id = PyLong_FromVoidPtr(code);
         int mine = id ? own_code(code, id, own, prefix, codes) : -1;
-        if (mine == 0) {
-            PyObject *lasti = PyLong_FromLong(frame_lasti(f));
-            if (lasti == NULL || PyList_Append(key, id) < 0 || PyList_Append(key, lasti) < 0)
-                mine = -1;
-            Py_XDECREF(lasti);
+        if (mine == 2) {
+            dispatched = 1;
+        } else if (mine == 0) {
+            if (!(dispatched && code == last)) {
+                PyObject *lasti = PyLong_FromLong(frame_lasti(f));
+                if (lasti == NULL || PyList_Append(key, id) < 0 || PyList_Append(key, lasti) < 0)
+                    mine = -1;
+                Py_XDECREF(lasti);
+                last = code;
+            }
+            dispatched = 0;
         }
         Py_XDECREF(id);
         Py_DECREF(code);

@@ -136,6 +136,30 @@ def test_the_stack_of_a_function_written_in_python_starts_at_its_caller(tmp_path
         assert f"test_call_site.py, line {lines[key]}, in calls," in first[name], (name, first[name])
 
 
+def test_a_stack_through_a_method_whose_body_the_mode_runs_again_holds_that_method_once(tmp_path):
+    """`0 in x` and `loss.backward()` hand themselves to the operator mode (torch's handle_torch_function), which
+    runs their body again with the mode on: the stacks of the calls inside held the method twice, with
+    handle_torch_function between, where msprobe's hold it once (a reentrant checkpoint's recomputation runs inside
+    the backward)."""
+    from torch.utils.checkpoint import checkpoint
+
+    lin = torch.nn.Linear(3, 3)
+    x = torch.randn(2, 3, requires_grad=True)
+
+    def calls():
+        assert 0.5 not in x
+        checkpoint(lambda t: torch.tanh(lin(t)), x, use_reentrant=True).sum().backward()
+
+    _records(tmp_path, calls)
+    stack = load_rank(rank_dirs(str(tmp_path / "dump"))[0])["stack"]
+    frames = {name: lines for names, lines in stack.values() for name in names}
+    inside_in = frames["Tensor.__eq__.0.forward"]
+    assert "in __contains__," in inside_in[0] and "in calls," in inside_in[1], inside_in[:2]
+    recomputed = frames["Torch.tanh.1.forward"]    # (tanh.0: the checkpoint's first forward)
+    assert sum("in backward," in f and "_tensor.py" in f for f in recomputed) == 1, recomputed
+    assert not any("in handle_torch_function," in f for lines in frames.values() for f in lines)
+
+
 def test_the_wrappers_of_pythons_functionals_last_the_collected_steps_alone(tmp_path):
     """F.sigmoid and its kin are wrapped (to hand themselves to the mode) from the first collected step on, and
     put back once no step is left to collect; the wrapper gives the function's own result."""

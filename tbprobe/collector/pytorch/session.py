@@ -41,8 +41,11 @@ except ImportError:
 __all__ = ["Session", "flatten_tensors"]
 
 _TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN_CODE: Dict[int, bool] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
+_OWN_CODE: Dict[int, Optional[bool]] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
 _CODES: Dict[int, Any] = {}       # id(code object) -> the code object
+# (None: a dispatch frame, left out with its caller when that runs the mode's call again: _cstats_stack.h)
+_DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
+_OWN_CODE[id(_DISPATCH_CODE)], _CODES[id(_DISPATCH_CODE)] = None, _DISPATCH_CODE
 PSEUDO_PARENTS = ("optimizer", "clip_grad")   # construct.json parents that are no call (the reference's)
 _MAX_NAMES = 1 << 20              # Session._data_names is emptied past this many names (a bound for names that change)
 

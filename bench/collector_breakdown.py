@@ -141,9 +141,10 @@ def main() -> None:
         args.rounds = 20
     sys.path.insert(0, ROOT)
     import tbprobe.collector.pytorch.module_hooks as module_hooks
+    import tbprobe.collector.pytorch.param_grads as param_grads
 
     setups = FINE if args.fine else SETUPS
-    call_start, own_parameters = module_hooks._c_call_start, module_hooks._own_parameters
+    call_start, own_parameters = module_hooks._c_call_start, param_grads.own_parameters
     alias = module_hooks._alias_inputs
     shape = SHAPES[args.shape]
     runs = {name: gpt_training(shape) for name in setups}
@@ -156,14 +157,14 @@ def main() -> None:
             no_shares = name in ("no backward", "no shares")
             module_hooks._c_call_start = None if no_shares else call_start
             module_hooks._alias_inputs = (lambda a, k: None) if no_shares else alias
-            module_hooks._own_parameters = (lambda m: ()) if name == "no param items" else own_parameters
+            param_grads.own_parameters = (lambda m: ()) if name == "no param items" else own_parameters
 
         def after_first(name: str) -> None:
             if name in dbgs:
                 _take_out(name, dbgs[name], runs[name][0])
 
         times = paired_rounds(setups, runs, dbgs, args.rounds, before=before, after_first=after_first)
-        module_hooks._c_call_start, module_hooks._own_parameters = call_start, own_parameters
+        module_hooks._c_call_start, param_grads.own_parameters = call_start, own_parameters
         module_hooks._alias_inputs = alias
         for dbg in dbgs.values():
             dbg.close()

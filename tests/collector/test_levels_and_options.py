@@ -324,6 +324,35 @@ def test_modules_outside_a_capture_have_no_parameter_gradients_when_the_backward
     assert names == ["Module.1.ReLU.forward.0", "Module.1.ReLU.backward.0"]
 
 
+def test_a_model_sharing_modules_with_one_given_before_replaces_its_hooks(tmp_path, caplog):
+    """start(model=m[2]) on one step and start(model=m) on a later one (or capture(m[2]) before any model was
+    known, which takes m[2] for the model) left both models' hooks on: m[2]'s modules were recorded twice, under
+    both models' names, the stale ones clashing with m's own (Module.0.Linear). A leaf captured with no model known
+    recorded nothing (the model's root is not recorded): an error now."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(),
+                            torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Tanh()), torch.nn.Linear(6, 2))
+    dbg = make_debugger(tmp_path, level="L0", steps=3)
+    with pytest.raises(TbprobeError, match="no model is known yet"):
+        with dbg.capture(m[0]):
+            pass
+    for step, model in enumerate((m[2], m, m[2])):
+        dbg.start(model=model)
+        m(torch.randn(5, 4)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    assert "shares modules with one given before" in caplog.text
+    forwards = [sorted(k for k in dump_of(tmp_path, step)["dump"]["data"] if ".forward." in k) for step in range(3)]
+    sub = ["Module.0.Linear.forward.0", "Module.1.Tanh.forward.0"]
+    assert forwards[0] == sub and forwards[2] == sub
+    assert forwards[1] == ["Module.0.Linear.forward.0", "Module.1.ReLU.forward.0", "Module.2.0.Linear.forward.0",
+                           "Module.2.1.Tanh.forward.0", "Module.2.Sequential.forward.0", "Module.3.Linear.forward.0"]
+    # the stale names held the other model's Linear: each name is one module's, with its own shape
+    assert dump_of(tmp_path, 1)["dump"]["data"]["Module.0.Linear.forward.0"]["parameters"]["weight"]["shape"] == [6, 4]
+
+
 def test_a_step_block_inside_another_is_part_of_the_outer_step(tmp_path):
     """collect() inside a step_fn (or inside another collect()) once ended the outer step halfway: what came
     after the inner block was not recorded and the step counter jumped by two."""

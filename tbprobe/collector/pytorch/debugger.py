@@ -379,6 +379,11 @@ class PrecisionDebugger:
             raise TbprobeError("capture(module) needs level L0 or mix")
         if not isinstance(module, torch.nn.Module):
             raise TbprobeError(f"capture(module) takes a torch.nn.Module, not {type(module).__name__}")
+        if self.model is None and next(module.children(), None) is None:
+            # (taken for the model, whose root is not recorded: the block would record nothing)
+            raise TbprobeError(f"capture(module): no model is known yet, and the {type(module).__name__} has no "
+                               "submodules to record: give the model that holds it to PrecisionDebugger(model=...), "
+                               "start() or collect() first")
         model = self.model if self.model is not None else module
         if not _part_of(module, model):
             raise TbprobeError(f"capture(module): the {type(module).__name__} is not part of the model given to "

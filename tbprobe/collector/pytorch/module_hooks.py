@@ -5,6 +5,7 @@ output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's grap
 """
 import logging
 import sys
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
@@ -44,15 +45,29 @@ class _Call:
         self.start, self.ins, self.listeners, self.raw = start, ins, None, None
 
 
+class _Hooked:
+    """A model attach() hooked: itself (weakly: a model the user drops is not kept), the ids of its modules, its
+    hooks (`handles`, from `first` in ModuleHooks.handles), and its modules with parameters, with their
+    ParamGrads (whose parameter hooks start() checks again)."""
+
+    __slots__ = ("ref", "module_ids", "first", "handles", "owners")
+
+    def __init__(self, model: torch.nn.Module, module_ids: set, first: int) -> None:
+        self.ref = weakref.ref(model)
+        self.module_ids = module_ids
+        self.first = first
+        self.handles: List[Any] = []
+        self.owners: List[tuple] = []
+
+
 class ModuleHooks:
     def __init__(self, session: Session, prefix: str = "Module") -> None:
         self.session = session
         self.prefix = prefix
         self.handles: List[Any] = []
-        self.model_ids: set = set()
         self._calls: Dict[int, List[_Call]] = {}
         self.partial: List[ParamGrads] = []   # modules some of whose parameter gradients came in this pass
-        self._param_owners: Dict[int, List[tuple]] = {}   # id(model) -> [(module, its ParamGrads)]
+        self._models: Dict[int, _Hooked] = {}   # id(model) -> the hooks attach() put on it
 
     def note_partial(self, pg: ParamGrads) -> None:
         """`pg` has some of its gradients of this backward pass: the rest may never come, so what came is emitted
@@ -93,14 +108,25 @@ class ModuleHooks:
             _drop_code_compiled_without_hooks(self.session.guard.report)
 
     def _attach_one(self, model: torch.nn.Module, prefix: str) -> None:
-        if id(model) in self.model_ids:
+        known = self._models.get(id(model))
+        if known is not None and known.ref() is model:
             # hooked at an earlier start(): parameters unfrozen, frozen or replaced since are hooked anew
-            for mod, pg in self._param_owners.get(id(model), ()):
+            for mod, pg in known.owners:
                 if params_changed(mod, pg.sig):
                     pg.hook(mod)
             return
-        self.model_ids.add(id(model))
-        owners = self._param_owners.setdefault(id(model), [])
+        module_ids = {id(m) for m in model.modules()}
+        for mid, other in list(self._models.items()):
+            if other.ref() is None or other.module_ids & module_ids:
+                # (a model gone, whose id this one may have; or one sharing modules with this one: a submodule
+                # given before the whole model, or after it. Its hooks would record those modules twice, under
+                # both models' names)
+                if other.ref() is not None:
+                    log.warning("tbprobe: start(model=...): this model shares modules with one given before; the "
+                                "earlier one is no longer recorded, its modules are named as parts of this one")
+                self._detach_model(mid)
+        hooked = self._models[id(model)] = _Hooked(model, module_ids, len(self.handles))
+        owners = hooked.owners
         scripted: List[str] = []
         for path, mod in model.named_modules():
             if isinstance(mod, torch.jit.ScriptModule):
@@ -123,6 +149,15 @@ class ModuleHooks:
                         "module level", ", ".join(f"{prefix}.{p}" if p else "the model" for p in scripted[:5])
                         + (f" and {len(scripted) - 5} more" if len(scripted) > 5 else "")
                         + (" is" if len(scripted) == 1 else " are"))
+        hooked.handles = self.handles[hooked.first:]
+
+    def _detach_model(self, mid: int) -> None:
+        hooked = self._models.pop(mid)
+        for h in hooked.handles:
+            h.remove()
+        for _, pg in hooked.owners:
+            for h in pg.handles:
+                h.remove()
 
     def _hook_module(self, mod: torch.nn.Module, base: str, owners: Optional[List[tuple]] = None) -> None:
         """Forward pre/post hooks and parameter-gradient hooks on one module: all of them or none. A module with
@@ -171,7 +206,7 @@ class ModuleHooks:
         for h in self.handles:
             h.remove()
         self.handles = []
-        self.model_ids = set()
+        self._models = {}
 
     def _pre(self, base: str, pg: Optional[ParamGrads]):
         s = self.session

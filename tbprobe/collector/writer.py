@@ -123,8 +123,8 @@ except ImportError:
     write_files = _write_files_py
 
 
-def check_writable(dump_path: str) -> None:
-    """Raise a clear TbprobeError when dump_path cannot be created or written."""
+def check_writable(dump_path: str, what: str = "dump_path") -> None:
+    """Raise a clear TbprobeError when dump_path (the setting `what`) cannot be created or written."""
     try:
         os.makedirs(dump_path, exist_ok=True)
         probe = os.path.join(dump_path, f".tbprobe-write-test-{os.getpid()}")
@@ -132,7 +132,7 @@ def check_writable(dump_path: str) -> None:
             f.write("ok")
         os.unlink(probe)
     except OSError as exc:
-        raise TbprobeError(f"dump_path {dump_path}: not writable ({exc.strerror or exc})") from None
+        raise TbprobeError(f"{what} {dump_path}: not writable ({exc.strerror or exc})") from None
 
 
 class StepWriter:

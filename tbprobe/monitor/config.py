@@ -38,6 +38,7 @@ _BOOL_KEYS = (
 # Reference keys without a tbprobe implementation: accepted, logged once when set to something non-default.
 _UNSUPPORTED_KEYS = (
     "mg_direction",
+    "mg_distribution",
     "cc_distribution",
     "print_struct",
     "stack_info",

@@ -85,14 +85,17 @@ def export_run(run_dir: str, out_dir: str) -> List[str]:
     for data_type, table in sorted(rows.items()):
         steps = [k[0] for k in table]
         path = os.path.join(out_dir, f"{data_type}_{min(steps)}-{max(steps)}.csv")
-        header = ["vpp_stage", "name", "step"] + (["micro_step"] if data_type in _MICRO_TYPES else [])
+        # (the activations always have the column, as the reference writes them; the unreduced weight gradients
+        # when recorded per micro step, monitor_mbs_grad)
+        micro_col = data_type in _MICRO_TYPES or any(":micro" in k[4].rpartition("/")[0] for k in table)
+        header = ["vpp_stage", "name", "step"] + (["micro_step"] if micro_col else [])
         tmp = path + ".tmp"
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(header + ops + ["shape", "dtype"])
             for (step, vpp, row_name, micro, key), values in sorted(table.items(), key=lambda kv: kv[0][:4]):
                 shape, dtype = (shapes.get(key) or ["nan", "nan"])[:2]
-                line = [vpp, row_name, step] + ([micro] if data_type in _MICRO_TYPES else [])
+                line = [vpp, row_name, step] + ([micro] if micro_col else [])
                 line += [_fmt(values[op]) if op in values else "nan" for op in ops]
                 line += [str(shape) if shape != "nan" else "nan", dtype]
                 w.writerow(line)

@@ -76,7 +76,9 @@ def _forward_hook(mon: "TrainerMon", name: str, counter: Dict[str, int], module,
                 for i, t in enumerate(group):
                     if t.requires_grad:
                         key = f"{node}/{metric}.{i}" if many else f"{node}/{metric}"
-                        t.register_hook(partial(_grad_hook, mon, key))
+                        # (removed at the step's end: a tensor that outlives the step, a Parameter or a learned
+                        # query fed to the module, would gather one more hook every step)
+                        mon.tensor_hooks.append(t.register_hook(partial(_grad_hook, mon, key)))
     except Exception as exc:  # noqa: BLE001
         mon.fault("forward hook", exc)
 

@@ -81,8 +81,10 @@ def _adam_update(mon: "TrainerMon", optimizer, params) -> None:
     ratios = []
     for name, p in params:
         st = _state(optimizer, p)
-        m, v, step = st.get("exp_avg"), st.get("exp_avg_sq"), st.get("step")
         group = group_of.get(id(p))
+        # (with amsgrad the step divides by the running maximum of the second moment)
+        second = "max_exp_avg_sq" if group is not None and group.get("amsgrad") else "exp_avg_sq"
+        m, v, step = st.get("exp_avg"), st.get(second), st.get("step")
         if m is None or v is None or step is None or group is None or "betas" not in group:
             continue
         t = float(step)

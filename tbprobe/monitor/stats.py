@@ -1,7 +1,7 @@
 """Statistics of a tensor, computed on its device, and the per-step batch that is read back once.
 
-Nothing here synchronises with the device: each tensor's statistics become a small float32 vector on the same
-device, queued in a :class:`StatBatch`; at the end of the step the vectors are stacked per device and copied to
+Nothing here synchronises with the device: each tensor's statistics become a small vector on the same device,
+queued in a :class:`StatBatch`; at the end of the step the vectors are stacked per device and copied to
 the host in one transfer.
 """
 import functools
@@ -28,17 +28,46 @@ def unobserved(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _vector_dtype(device: torch.device) -> torch.dtype:
+    return torch.float32 if device.type == "mps" else torch.float64   # (MPS has no float64)
+
+
+def _mean(x: torch.Tensor) -> torch.Tensor:
+    return _summed(x, torch.mean)
+
+
+def _norm(x: torch.Tensor) -> torch.Tensor:
+    return _summed(x, torch.linalg.vector_norm)
+
+
+def _summed(x: torch.Tensor, fn: Callable) -> torch.Tensor:
+    """fn(x) (a mean or a norm) without the overflow of a float32 sum: a causal mask's finfo.min gives a mean of
+    -1.6e38, whose sum is past float32's range, and a norm past 1.8e19 squares past it; in float32 both read
+    -inf/inf, which every step raised a false AnomalyNan. CUDA sums in float64 (a reduction is bound by memory
+    there, not by arithmetic); the CPU, where float64 costs ~5x, sums in float32 and again in float64 only when
+    that overflowed (a host sync costs nothing there); other devices in float32."""
+    kind = x.device.type
+    if kind == "cuda":
+        return fn(x, dtype=torch.float64)
+    v = fn(x, dtype=torch.float32)
+    if kind == "cpu" and not torch.isfinite(v).item() and torch.isfinite(x).all().item():
+        return fn(x, dtype=torch.float64)
+    return v
+
+
 @unobserved
 @torch.no_grad()
 def tensor_stats(x: torch.Tensor, ops: Sequence[str], eps: float) -> torch.Tensor:
-    """float32 vector of ``ops`` (canonical order) for ``x``; NaN for an empty tensor. No host sync."""
+    """Vector of ``ops`` (canonical order) for ``x`` (float64, float32 on MPS); NaN for an empty tensor. No host
+    sync off the CPU."""
     x = x.detach()
+    dtype = _vector_dtype(x.device)
     if x.numel() == 0:
-        return torch.full((len(ops),), float("nan"), device=x.device)
+        return torch.full((len(ops),), float("nan"), device=x.device, dtype=dtype)
     if x.is_complex():
         x = x.abs()
     if len(ops) == 1 and ops[0] == "norm":  # the default config: one kernel, no stack
-        return torch.linalg.vector_norm(x, dtype=torch.float32).reshape(1)
+        return _norm(x).to(dtype).reshape(1)
     out: List[torch.Tensor] = []
     lo = hi = None
     if "min" in ops or "max" in ops:
@@ -49,14 +78,14 @@ def tensor_stats(x: torch.Tensor, ops: Sequence[str], eps: float) -> torch.Tenso
         elif op == "max":
             out.append(hi.float())
         elif op == "mean":
-            out.append(torch.mean(x, dtype=torch.float32))
+            out.append(_mean(x))
         elif op == "norm":
-            out.append(torch.linalg.vector_norm(x, dtype=torch.float32))
+            out.append(_norm(x))
         elif op == "zeros":
             out.append(torch.count_nonzero(x.abs() < eps).float() / x.numel())
         elif op == "nans":
             out.append(torch.count_nonzero(torch.isnan(x)).float())
-    return torch.stack(out)
+    return torch.stack([v.to(dtype) for v in out])
 
 
 @unobserved
@@ -101,8 +130,9 @@ class StatBatch:
         by_device: Dict[torch.device, List[int]] = {}
         for i, v in enumerate(values):
             by_device.setdefault(v.device, []).append(i)
-        for _, idx in by_device.items():
-            stacked = torch.stack([values[i].to(torch.float32) for i in idx])
+        for device, idx in by_device.items():
+            dtype = _vector_dtype(device)
+            stacked = torch.stack([values[i].to(dtype) for i in idx])
             host = stacked.cpu().numpy()  # the step's only device->host transfer for this device
             out[idx, :] = host
         return out

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
+from tbprobe.collector.writer import check_writable
 from tbprobe.errors import TbprobeError
 from tbprobe.monitor.config import MonitorConfig, load_config
 from tbprobe.monitor.hooks import install_module_hooks, install_param_hooks
@@ -61,6 +62,7 @@ class TrainerMon:
         self.monitoring = False  # hooks installed
         self.selection = Selection()
         self.micro_counters: List[Dict[str, int]] = []
+        self.tensor_hooks: List[Any] = []   # activation-gradient hooks of the step running (hooks.py)
         self.dp_group = None
         self.tp_group = None
         self._models: List[torch.nn.Module] = []
@@ -99,6 +101,9 @@ class TrainerMon:
         self.step = start_iteration
         # Checked now, so a bad target fails before the first step rather than silently recording nothing.
         self.selection = self._select()
+        if self._rank_selected():
+            # (the writer is made at the first recorded step: a folder it cannot write was a warning per step)
+            check_writable(self.config.output_root(), "monitor output_dir")
         if self._optimizer is None:
             self._hook_optimizer(optimizer)
         self._optimizer = optimizer
@@ -198,10 +203,19 @@ class TrainerMon:
             except Exception:  # noqa: BLE001
                 pass
         self._handles = []
+        self._remove_tensor_hooks()
         self.micro_counters = []
         self.monitoring = False
         self.active = False
         self._batch.clear()
+
+    def _remove_tensor_hooks(self) -> None:
+        hooks, self.tensor_hooks = self.tensor_hooks, []
+        for h in hooks:
+            try:
+                h.remove()
+            except Exception:  # noqa: BLE001
+                pass
 
     def _should_record(self, step: int) -> bool:
         if not self.monitoring or self._collected >= self.config.collect_times or step < self._start_at:
@@ -240,6 +254,7 @@ class TrainerMon:
             self.fault("optimizer post-step", exc)
             self._batch.clear()
         self.step += 1
+        self._remove_tensor_hooks()
         for counter in self.micro_counters:
             counter["n"] = 0
         try:

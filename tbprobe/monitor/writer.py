@@ -27,6 +27,9 @@ ANOMALY_FILE = "anomalies.json"
 META_FILE = "monitor_meta.json"
 MAX_ANOMALIES = 100_000  # kept in the JSON list; past that only the count grows
 NORM_ONLY_METRICS = ("update_ratio",)  # metrics whose only meaningful statistic is the norm column
+# The anomaly list is rewritten whole (readers never see half of it): at most this often, and at flush and close.
+# (Rewritten at every step with an anomaly, a long run's list made each step slower than the last.)
+ANOMALY_WRITE_SECS = 2.0
 _STOP = object()
 
 
@@ -58,6 +61,8 @@ class MonitorWriter:
         self._detector = AnomalyDetector(rules, ops, rank)
         self._queue: "queue.Queue" = queue.Queue(maxsize=queue_size)
         self._closed = False
+        self._anomalies_dirty = False
+        self._anomalies_at = 0.0   # (time.monotonic() of the last write)
         os.makedirs(run_dir, exist_ok=True)
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
@@ -98,9 +103,11 @@ class MonitorWriter:
         while True:
             item = self._queue.get()
             if item is _STOP:
+                self._safe(self._write_anomalies)
                 self._safe(self._events.flush)
                 return
             if isinstance(item, threading.Event):
+                self._safe(self._write_anomalies)
                 self._safe(self._events.flush)
                 item.set()
                 continue
@@ -117,6 +124,13 @@ class MonitorWriter:
     def _write_step(self, step: int, keys: List[str], values: np.ndarray, shapes: Dict[str, list]) -> None:
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
+        if len(set(keys)) < len(keys):
+            # a module called more than once in the step (a shared block, a reused activation): its last call's
+            # values, as the reference keeps them; two values of one tag at one step also made the anomaly rules
+            # compare one call with the other's history
+            last = {k: i for i, k in enumerate(keys)}
+            rows = sorted(last.values())
+            keys, values = [keys[i] for i in rows], values[rows]
         summary = summary_pb2.Summary()
         add = summary.value.add
         for key, row in zip(keys, values.tolist()):
@@ -135,13 +149,21 @@ class MonitorWriter:
             room = MAX_ANOMALIES - len(self._anomalies)
             for a in anomalies[: max(room, 0)]:
                 self._anomalies.append(a.to_json())
-            _atomic_json(os.path.join(self.run_dir, ANOMALY_FILE), self._anomalies)
+            self._anomalies_dirty = True
+            if time.monotonic() - self._anomalies_at >= ANOMALY_WRITE_SECS:
+                self._write_anomalies()
             if self.anomaly_count == len(anomalies):
                 _log.warning("tbprobe monitor: %s", anomalies[0].message())
         new = {k: v for k, v in shapes.items() if k not in self._meta}
         if new:
             self._meta.update(new)
             self._write_meta()
+
+    def _write_anomalies(self) -> None:
+        if self._anomalies_dirty:
+            self._anomalies_dirty = False
+            self._anomalies_at = time.monotonic()
+            _atomic_json(os.path.join(self.run_dir, ANOMALY_FILE), self._anomalies)
 
     def _scannable(self, keys: List[str], values: np.ndarray) -> np.ndarray:
         """The values to scan: columns a norm-only metric leaves empty (NaN) are not anomalies."""

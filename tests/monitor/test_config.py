@@ -59,6 +59,7 @@ def test_reference_config_is_accepted(tmp_path):
         "param_distribution": True, "ops": ["min", "max", "norm", "zeros", "nans", "mean", "shape", "dtype"],
         "eps": 1e-8, "format": "csv", "ndigits": 6, "alert": {"rules": [{"rule_name": "AnomalyTurbulence",
         "args": {"threshold": 0.5}}], "dump": False}, "squash_name": False, "collect_times": 10,
+        "mg_distribution": False,   # (a key msprobe's validate_config checks: refused as unknown, once)
     }
     cfg = load_config(_cfg(tmp_path, raw))
     assert cfg.ops == ["min", "max", "mean", "norm", "zeros", "nans"]  # canonical order, shape/dtype dropped

@@ -86,3 +86,27 @@ def test_reference_csv2tensorboard_reads_the_export(monitor_out, tmp_path):
     assert s["vp0:head.weight/norm"][1] == pytest.approx(ours["head.weight/grad_norm"][1], rel=1e-5)
     a = read_scalars(str(tmp_path / "tb" / "rank0" / "actv"))
     assert "vp0:layers.0.output:micro0/max" in a
+
+
+def test_unreduced_gradients_per_micro_step_keep_the_micro_step_column(tmp_path):
+    """With monitor_mbs_grad the unreduced gradients are recorded per micro step: the export wrote them without
+    the micro_step column, two identical-looking rows per step, which the reference's csv2tensorboard refuses
+    ("duplicated step")."""
+    import numpy as np
+
+    from tbprobe.monitor.writer import MonitorWriter
+
+    run = tmp_path / "rank0"
+    w = MonitorWriter(str(run), ["norm"], [], 0)
+    for step in range(2):
+        w.submit(step, ["fc.bias:micro0/grad_unreduced", "fc.bias:micro1/grad_unreduced", "fc.bias/grad"],
+                 np.array([[1.0 + step], [2.0 + step], [3.0 + step]]))
+    w.close()
+    export_run(str(run), str(tmp_path / "csv"))
+    rows = _rows(tmp_path / "csv" / "grad_unreduced_0-1.csv")
+    assert rows[0] == ["vpp_stage", "name", "step", "micro_step", "norm", "shape", "dtype"]
+    assert [r[1:5] for r in rows[1:]] == [["fc.bias", "0", "0", "1"], ["fc.bias", "0", "1", "2"],
+                                          ["fc.bias", "1", "0", "2"], ["fc.bias", "1", "1", "3"]]
+    # the reduced ones, one per step, keep the reference's columns
+    assert _rows(tmp_path / "csv" / "grad_reduced_0-1.csv")[0] == ["vpp_stage", "name", "step", "norm", "shape",
+                                                                   "dtype"]

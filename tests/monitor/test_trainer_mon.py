@@ -5,6 +5,7 @@ import os
 import pytest
 import torch
 
+from tbprobe.errors import TbprobeError
 from tbprobe.monitor import TrainerMon
 from tests.monitor.helpers import Net, read_anomalies, read_scalars, train, write_config
 
@@ -262,3 +263,148 @@ def test_the_references_older_calls_and_keyword_work(tmp_path, caplog):
         TrainerMon()
     with pytest.raises(TypeError, match="set_wrapped_optimizer"):
         TrainerMon(config_path=str(tmp_path / "monitor_config.json")).monitor_gnorm_with_ad(model)
+
+
+class _Latent(torch.nn.Module):
+    """A learned query fed straight into a block (a Parameter outliving every step), and a block called twice."""
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        self.latent = torch.nn.Parameter(torch.randn(4, d))
+        self.block = torch.nn.Linear(d, d)
+        self.act = torch.nn.Tanh()
+
+    def forward(self, x):
+        return self.act(self.block(self.latent) + x) + self.act(x)
+
+
+def test_a_tensor_outliving_the_step_gets_one_gradient_hook_per_step_and_a_reused_module_one_value(tmp_path):
+    """The activation-gradient hooks stayed on their tensors: a Parameter fed to a module gathered one more each
+    step (step N wrote N values of its input_grad, each step slower than the last). A module called twice in a step
+    wrote two values under one tag at that step, and the turbulence rule compared one call with the other's
+    history, firing every step on a steady series: the last call's value is kept, as the reference keeps it."""
+    torch.manual_seed(0)
+    model = _Latent()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", xy_distribution=True, ops=["norm"],
+                                  alert={"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 0.5}}]}))
+    mon.set_monitor(model, opt)
+    x = torch.randn(4, 8)
+    for _ in range(12):
+        model(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+        assert not model.latent._backward_hooks   # (removed at the step's end)
+    mon.close()
+    assert mon.errors == 0
+    run = str(tmp_path / "out" / "rank0")
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    acc = ea.EventAccumulator(run, size_guidance={ea.SCALARS: 0})
+    acc.Reload()
+    for tag in ("block/input_grad_norm", "act/input_norm"):
+        steps = [e.step for e in acc.Scalars(tag)]
+        assert steps == list(range(12)), (tag, steps)
+    # the Tanh's last call each step is act(x): the same x every step, so the same value
+    values = [e.value for e in acc.Scalars("act/input_norm")]
+    assert values == pytest.approx([x.norm().item()] * 12, rel=1e-6)
+    assert not [a for a in read_anomalies(run) if a["tag"].startswith("act/")]
+
+
+def test_mean_and_norm_of_a_finite_tensor_do_not_overflow_into_false_anomalies(tmp_path):
+    """A causal LM's mask holds finfo.min: its float32 mean summed past float32's range (-inf) and its norm squared
+    past it, and every step raised AnomalyNan on every layer taking the mask."""
+    from tbprobe.monitor.stats import tensor_stats
+
+    low = torch.finfo(torch.float32).min
+    mask = torch.full((6, 6), low).triu(1)
+    got = tensor_stats(mask, ["min", "max", "mean", "norm"], 1e-8).tolist()
+    exact = mask.double()
+    assert got[:2] == [low, 0.0]
+    assert got[2] == pytest.approx(exact.mean().item(), rel=1e-6) and math.isfinite(got[2])
+    assert got[3] == pytest.approx(exact.norm().item(), rel=1e-6) and got[3] > 3.4e38   # (past float32's range)
+    # a tensor that holds an inf keeps it
+    assert math.isinf(tensor_stats(torch.tensor([1.0, float("inf")]), ["mean"], 1e-8).item())
+
+    class Masked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(6, 6)
+
+        def forward(self, x, mask):
+            return self.fc(x + mask.clamp(min=-1e4))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Masked()
+
+        def forward(self, x):
+            return self.inner(x, mask)
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", xy_distribution=True, ops=["mean", "norm"]))
+    mon.set_monitor(model, opt)
+    for _ in range(3):
+        model(torch.randn(6, 6)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    mon.close()
+    run = str(tmp_path / "out" / "rank0")
+    assert read_scalars(run)["inner/input.1_mean"][0] == pytest.approx(exact.mean().item(), rel=1e-6)
+    assert read_anomalies(run) == []
+
+
+def test_the_anomaly_list_is_rewritten_at_most_every_few_seconds_and_complete_at_close(tmp_path, monkeypatch):
+    """anomalies.json was rewritten whole at every step with an anomaly: a long run's list made each step slower
+    than the last (the writer fell behind and its back-pressure reached training)."""
+    from tbprobe.monitor import writer as writer_mod
+
+    writes = []
+    real = writer_mod._atomic_json
+    monkeypatch.setattr(writer_mod, "_atomic_json",
+                        lambda path, data: (writes.append(path) if path.endswith("anomalies.json") else None,
+                                            real(path, data)))
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", targets={"layers.0": {}}, xy_distribution=True,
+                                  ops=["norm"]))
+    mon.set_monitor(model, opt)
+    model.layers[0].poison = float("nan")          # an AnomalyNan at every step
+    train(model, opt, 40)
+    mon.close()
+    anomalies = read_anomalies(str(tmp_path / "out" / "rank0"))
+    assert len(anomalies) == mon.anomalies and {a["step"] for a in anomalies} == set(range(40))
+    # one write when the writer opens, a few while 40 steps run (the first anomaly's, then at most one every
+    # ANOMALY_WRITE_SECS), one at close: not one per step
+    assert len(writes) < 40 // 4, len(writes)
+
+
+def test_adam_update_of_amsgrad_divides_by_the_running_maximum(tmp_path):
+    """With amsgrad, adam_update was computed from exp_avg_sq, not the max_exp_avg_sq the step divides by."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, amsgrad=True)
+    before = {}
+
+    def keep(*_):
+        before["w"] = model.head.weight.detach().clone()
+
+    opt.register_step_pre_hook(keep)
+    # (a large first gradient: the second moment falls after it, and its running maximum stays)
+    _, model, opt, run = _run(tmp_path, steps=3, model=model, opt=opt, targets={"head": {}}, ur_distribution=True,
+                              ops=["norm"], train_kw={"scale": {0: 30.0}})
+    s = read_scalars(run)
+    step = (before["w"] - model.head.weight.detach()).norm().item()
+    assert s["head.weight/adam_update_norm"][2] == pytest.approx(step, rel=1e-4)
+
+
+def test_an_output_dir_that_cannot_be_written_is_an_error_at_set_monitor(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    model = Net()
+    mon = TrainerMon(write_config(tmp_path, blocker / "mon", wg_distribution=True))
+    with pytest.raises(TbprobeError, match="monitor output_dir .*not writable"):
+        mon.set_monitor(model, torch.optim.SGD(model.parameters(), lr=0.1))

@@ -169,7 +169,11 @@ static PyObject *compare_plain(PyObject *self, PyObject *const *args, Py_ssize_t
     /* the node rules (fast_path._finish) */
     double worst_out = 0, worst_in = 0;
     int has_out = worst_nre(slots, dp->n, 1, &worst_out);
-    if (!exempt && !placeholder && has_out && worst_nre(slots, dp->n, 0, &worst_in)) {
+    if (!exempt && !placeholder && has_out) {
+        /* inputs without a NormRelativeErr (a Norm of 0 on both sides, an integer input's null Norm): 0, as the
+           reference counts N/A; else an error in the output of such a node was never flagged */
+        if (!worst_nre(slots, dp->n, 0, &worst_in))
+            worst_in = 0;
         Slot *target = NULL;
         for (int i = 0; i < dp->n && target == NULL; i++)
             if (!slots[i].is_null && slots[i].is_output)

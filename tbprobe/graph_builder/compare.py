@@ -285,10 +285,13 @@ def _node_rules(items: List[_Item], mode: str, placeholder: bool) -> None:
     if mode == "statistics" and not placeholder:
         in_nre = [it.nre for it in ins if it.nre is not None]
         out_nre = [it.nre for it in outs if it.nre is not None]
-        if in_nre and out_nre:
-            if max(in_nre) < 0.1 and max(out_nre) > 0.5:
+        if out_nre:
+            # inputs without a NormRelativeErr (a Norm of 0 on both sides, an integer input's null Norm) count as
+            # 0, as the reference counts N/A: an output error of such a node was never flagged
+            worst_in = max(in_nre, default=0.0)
+            if worst_in < 0.1 and max(out_nre) > 0.5:
                 target.flag("error", MSG_NORM_ERR)
-            if max(out_nre) > 10 * max(in_nre) and max(out_nre) >= _WARN_FLOOR:
+            if max(out_nre) > 10 * worst_in and max(out_nre) >= _WARN_FLOOR:
                 target.flag("warning", MSG_NORM_WARN)
     elif mode == "tensor" and not placeholder:
         in_ratio = [it.ratio for it in ins if it.ratio is not None]

@@ -198,13 +198,13 @@ def _finish(slots: List[list], members, exempt: bool, placeholder: bool, msgs_of
     out_nre = [s[4] for s in slots if s[1] and s[4] is not None]
     if not exempt and not placeholder and out_nre:
         in_nre = [s[4] for s in slots if not s[1] and s[4] is not None]
-        if in_nre:
-            target = next((s for s in slots if s[1]), None) or slots[-1]
-            worst_in, worst_out = max(in_nre), max(out_nre)
-            if worst_in < 0.1 and worst_out > 0.5:
-                _flag(target, "error", msgs_of[5])
-            if worst_out > 10 * worst_in and worst_out >= 0.1:
-                _flag(target, "warning", msgs_of[6])
+        target = next((s for s in slots if s[1]), None) or slots[-1]
+        # (inputs without a NormRelativeErr count as 0, as the reference counts N/A: compare._node_rules)
+        worst_in, worst_out = max(in_nre, default=0.0), max(out_nre)
+        if worst_in < 0.1 and worst_out > 0.5:
+            _flag(target, "error", msgs_of[5])
+        if worst_out > 10 * worst_in and worst_out >= 0.1:
+            _flag(target, "warning", msgs_of[6])
     result = "pass"
     inputs_ok = True
     for s in slots:

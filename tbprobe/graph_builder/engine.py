@@ -176,6 +176,8 @@ def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
             node.overflow = overflow_level(node.name, de)
         if be is not None:
             _texts(b, be, with_md5)
+            if opts.overflow_check:
+                b.overflow = overflow_level(b.name, be)
     for node in debug.root.children:
         if node.node_type == NODE_API_COLLECTION and node.match is not None:
             # as the reference: the collection takes the worst of its forward calls (its backward calls are
@@ -236,6 +238,8 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
             node.inputs_ok = res.inputs_ok
             if opts.overflow_check and entry:
                 node.overflow = overflow_level(node.name, entry)
+            if opts.overflow_check and be:
+                b.overflow = overflow_level(b.name, be)
             yield d_row(node, res.input_text, res.output_text)
             yield b_row(b, *(res.bench_texts or node_texts(b, be, with_md5)))  # type: ignore[misc]
             continue
@@ -252,6 +256,12 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
             continue
         yield d_row(node, *own_texts(node, with_md5))
     for b in b_nodes:
+        if opts.overflow_check and b.node_type != NODE_API_COLLECTION and b.has_entry:
+            entry = b.entry  # decoded once for both
+            if entry:
+                b.overflow = overflow_level(b.name, entry)
+            yield b_row(b, *node_texts(b, entry, with_md5))  # type: ignore[misc]
+            continue
         yield b_row(b, *own_texts(b, with_md5))  # type: ignore[misc]
 
 

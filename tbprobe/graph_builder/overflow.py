@@ -1,8 +1,8 @@
 """Overflow levels (`-oc`, REFERENCE.md section 4), per API or module, from the dumped statistics.
 
 First scene that applies: inputs finite and an output inf/nan -> critical; both -> high; an input inf/nan and the
-outputs finite -> medium; max output Norm / max input Norm > 100 -> high. Only tensor items count (a scalar
-multiplier is not an input norm).
+outputs finite (or none) -> medium; max output Norm / max input Norm > 100 -> high. Only tensor items count (a
+scalar multiplier is not an input norm), and not a module's parameters. Bench nodes get their levels too.
 
 A tensor is inf/nan when one of its values is: its Max or Min is not finite, or its nan/inf counts (tbprobe's
 extra keys) say so. Not when only its Mean or Norm is: a float32 Norm overflows once |x| passes about 1.8e19, with
@@ -25,8 +25,10 @@ _COUNTS = ("nan_count", "inf_count")
 def _scan(items):
     bad = False
     norm = None
-    for _, item in items:
-        if not is_tensor_item(item):
+    for key, item in items:
+        if not is_tensor_item(item) or ".parameters." in key:
+            # (a module's parameters are not its inputs here, as the reference reads it: an Embedding whose
+            # weight and output are NaN, its ids finite, is where the NaN comes out, critical, not high)
             continue
         for key in _VALUE_BOUNDS:
             v = item.get(key)
@@ -46,9 +48,10 @@ def overflow_level(name: str, entry: Optional[dict]) -> Optional[str]:
     if not entry:
         return None
     ins, outs = flatten_entry(name, entry)
-    if not outs:
-        return None
     in_bad, in_norm = _scan(ins)
+    if not outs:
+        # (a backward with no output, its inputs needing no gradient: NaN came in, none went out)
+        return "medium" if in_bad else None
     out_bad, out_norm = _scan(outs)
     if out_bad and not in_bad:
         return "critical"

@@ -3,7 +3,7 @@
 Differences from the reference, on purpose: a subtree whose parent never appears keeps its place under a stand-in
 parent (flagged "missing_parent") instead of vanishing, and recomputed layers are re-attached."""
 import re
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from tbprobe.graph_builder.model import NODE_API, NODE_API_COLLECTION, NODE_MODULE, Graph, Node
 
@@ -129,25 +129,24 @@ def build_graph(side: str, step: int, rank: int, entries: Mapping[str, dict],
                 if candidate and candidate in nodes:
                     parent_of[name] = candidate
 
-    # 4. parameters_grad under the backward call of their module that completes next (else the last one)
+    # 4. parameters_grad under the last backward call of their module (the highest number: a module called twice,
+    # a tied embedding, completes backward.1 first), as the reference places them. One whose module has no
+    # backward call stays at the top level, where the reference drops it.
     grads = [n for n in order if ".parameters_grad" in n]
     if grads:
-        calls_by_module: Dict[str, List[str]] = {}
+        last_call: Dict[str, Tuple[int, str]] = {}
         for name in nodes:
             m = _MODULE_CALL.match(name)
             if m and m.group(2) == "backward":
-                calls_by_module.setdefault(m.group(1), []).append(name)
+                n = int(m.group(3))
+                if n >= last_call.get(m.group(1), (-1, ""))[0]:
+                    last_call[m.group(1)] = (n, name)
         for name in grads:
             if parent_of.get(name):
                 continue
-            module = name.split(".parameters_grad")[0]
-            calls = calls_by_module.get(module)
-            if not calls:
-                continue
-            pos = exec_pos.get(name, -1)
-            after = [c for c in calls if exec_pos.get(c, -1) > pos]
-            parent_of[name] = min(after, key=lambda c: exec_pos[c]) if after else \
-                max(calls, key=lambda c: exec_pos.get(c, -1))
+            last = last_call.get(name.split(".parameters_grad")[0])
+            if last is not None:
+                parent_of[name] = last[1]
 
     # 3. stand-ins for parents that never appear, so their subtrees are kept
     for name in list(parent_of):

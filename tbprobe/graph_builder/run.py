@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from tbprobe.errors import TbprobeError
-from tbprobe.formats.dump_dir import RankDir, discover
+from tbprobe.formats.dump_dir import RankDir, discover, parse_step
 from tbprobe.formats.vis_db import VisDbWriter
 from tbprobe.graph_builder.config_text import TASK_OF_MODE, node_colors, tool_tip
 from tbprobe.graph_builder.engine import Options, RankSummary, process_rank
@@ -225,7 +225,31 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     left_out = unpaired_keys(debug_dirs, bench_dirs, pairs)
     if left_out:
         summary["left_out"] = left_out
+    notes = _input_notes("debug", debug, debug_dirs) + (_input_notes("bench", bench, bench_dirs) if bench else [])
+    notes += [f"debug step {r.step} rank {r.rank}: its dump.json holds no records"
+              for r in sorted(results, key=lambda r: (r.step, r.rank)) if r.counts.get("nodes", 0) <= 1]
+    if notes:
+        summary["notes"] = notes
     return GraphResult(final, graph_type, mode, summary)
+
+
+def _input_notes(side: str, root: str, dirs: List[RankDir]) -> List[str]:
+    """What a damaged or partial input lacks, for the summary: a graph built from it without a word looked whole
+    (a missing construct.json gives a flat graph, whose compare against an intact dump matches nothing)."""
+    notes = [f"{side} step {d.step} rank {d.rank}: no construct.json, so its nodes are not nested under their "
+             "modules" for d in dirs if d.construct_json is None]
+    folder = Path(root)
+    found = {d.step for d in dirs}
+    if folder.is_dir() and not (folder / "dump.json").is_file():
+        try:
+            subs = sorted(p for p in folder.iterdir() if p.is_dir())
+        except OSError:
+            subs = []
+        for sub in subs:
+            step = parse_step(sub.name)
+            if step is not None and step not in found:
+                notes.append(f"{side} {sub.name}: no rank folder with a dump.json, left out")
+    return notes
 
 
 def _link_distributed(results: List[RankSummary]) -> Dict[str, dict]:
@@ -284,5 +308,10 @@ def format_summary(result: GraphResult) -> str:
         shown = ", ".join(f"step {st} rank {r}" for st, r in keys[:8]) + (f" and {len(keys) - 8} more"
                                                                              if len(keys) > 8 else "")
         lines.append(f"  not compared (the other side has no such folder): {side} {shown}")
+    notes = s.get("notes") or []
+    for note in notes[:8]:   # type: ignore[index]
+        lines.append(f"  warning: {note}")
+    if len(notes) > 8:   # type: ignore[arg-type]
+        lines.append(f"  warning: and {len(notes) - 8} more like these")   # type: ignore[arg-type]
     lines.append(f"  written: {s['output']} ({s['seconds']} s)")
     return "\n".join(lines)

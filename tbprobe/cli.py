@@ -2,6 +2,7 @@
 function in its `cli` module; this file only assembles them and turns user errors into one clear line."""
 import argparse
 import importlib
+import signal
 import sqlite3
 import sys
 from typing import List, Optional
@@ -45,8 +46,12 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    previous = _terminate_as_exception()
     try:
         return int(args.func(args) or 0)
+    except _Terminated:
+        print("tbprobe: terminated", file=sys.stderr)
+        return 143
     except TbprobeError as exc:
         print(f"tbprobe: error: {exc}", file=sys.stderr)
         return 2
@@ -58,6 +63,26 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
     except KeyboardInterrupt:
         print("tbprobe: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the command runs: its cleanup (a half-written .vis.db's temporary file, the output
+    folder it made) runs as for Ctrl-C; the default action left them behind."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise _Terminated()
+
+
+def _terminate_as_exception():
+    """Install the SIGTERM handler; returns the one it replaces (None off the main thread, where none can be set)."""
+    try:
+        return signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:
+        return None
 
 
 def _environment_error(exc: BaseException) -> str:

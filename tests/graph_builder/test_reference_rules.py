@@ -1,0 +1,173 @@
+"""Rules where tbprobe's graph and compare table once parted from msprobe's on msprobe's own kind of input (found
+by an exploratory tester running msprobe compare / graph_visualize beside tbprobe on the same pairs): the
+precision rule with inputs of no NormRelativeErr, None values on both sides, overflow levels, where a module's
+parameters_grad hangs, and the warnings a damaged input gets."""
+import argparse
+import csv
+import os
+import signal
+
+from tbprobe.cli import main, run
+from tbprobe.graph_builder import run_graph
+from tests.graph_builder import golden, synth
+
+T = synth.tensor
+NAN = float("nan")
+
+
+def _int_input():
+    # an integer input as msprobe writes it: Mean and Norm null
+    return {"type": "torch.Tensor", "dtype": "torch.int64", "shape": [4], "Max": 5, "Min": 0, "Mean": None,
+            "Norm": None, "requires_grad": False}
+
+
+def _pair(tmp_path, data_of):
+    for side, scale in (("d", 1.6), ("b", 1.0)):
+        data = data_of(scale)
+        synth.simple_rank(tmp_path / side, data, {k: None for k in data})
+    return str(tmp_path / "d"), str(tmp_path / "b")
+
+
+def _precision(path):
+    conn = golden.open_ro(path)
+    return dict(conn.execute("SELECT node_name, precision_index FROM tb_nodes WHERE data_source='NPU'"))
+
+
+def _results(out_dir):
+    path = next(p for p in os.listdir(out_dir) if p.endswith(".csv"))
+    with open(os.path.join(out_dir, path), newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f))
+    return [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
+def test_an_output_error_counts_inputs_without_a_norm_relative_error_as_zero(tmp_path):
+    """An input whose Norm is 0 on both sides (an underflowed Adam second moment) or null (an integer input) has
+    no NormRelativeErr: the node's rule was skipped and a 60% output error passed, where msprobe counts N/A as 0
+    and flags it. Both the graph (its fast and general paths) and the compare table."""
+    def data(scale):
+        return {"Tensor.sqrt.0.forward": synth.api_entry([T((4,), mx=3e-29, mn=0.0, mean=1e-30, norm=0.0)],
+                                                         [T((4,), norm=scale)]),
+                "Tensor.float.0.forward": synth.api_entry([_int_input()], [T((4,), norm=scale)]),
+                "Torch.mul.0.forward": synth.api_entry([T((4,), norm=1.0), {"type": "int", "value": 2}],
+                                                       [T((4,), norm=scale)]),
+                "Tensor.add.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), norm=1.0)])}
+
+    d, b = _pair(tmp_path, data)
+    prec = _precision(run_graph(d, b, str(tmp_path / "o"), parallel=False, progress=False).path)
+    assert prec["Tensor.sqrt.0.forward"] == 1 and prec["Tensor.float.0.forward"] == 1
+    assert prec["Torch.mul.0.forward"] == 1 and prec["Tensor.add.0.forward"] == 0
+    assert main(["compare", "-tp", d, "-gp", b, "-o", str(tmp_path / "t")]) == 0
+    result = {r["NPU Name"]: r["Result"] for r in _results(tmp_path / "t")}
+    assert result["Tensor.sqrt.0.forward.output.0"] == "error"
+    assert result["Tensor.float.0.forward.output.0"] == "error"
+    assert result["Tensor.add.0.forward.output.0"] == "pass"
+
+
+def test_a_none_value_on_both_sides_is_a_pass_with_no_differences(tmp_path):
+    """An embedding's padding_idx, a past_key_values left out: None in both dumps. Its table row was N/A in every
+    column, the Result too; msprobe writes differences of 0 and a pass."""
+    def data(scale):
+        return {"Functional.embedding.0.forward": {"input_args": [_int_input(), T((8, 4)), None],
+                                                   "input_kwargs": {}, "output": [T((4, 4))]}}
+
+    d, b = _pair(tmp_path, data)
+    assert main(["compare", "-tp", d, "-gp", b, "-o", str(tmp_path / "t")]) == 0
+    row = next(r for r in _results(tmp_path / "t") if r["NPU Name"] == "Functional.embedding.0.forward.input.2")
+    assert row["Bench Name"] == "Functional.embedding.0.forward.input.2"
+    assert row["Max diff"] == row["NormRelativeErr"] == "0" and row["NPU max"] == row["Bench l2norm"] == "None"
+    assert row["Requires_grad Consistent"] == "True" and row["Result"] == "pass" and row["Err_message"] == "[]"
+
+
+def _overflow_rank(folder):
+    emb = "Module.emb.Embedding."
+    data = {emb + "forward.0": {"input_args": [_int_input()], "input_kwargs": {},
+                                "output": [T((4, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)],
+                                "parameters": {"weight": T((8, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)}},
+            emb + "backward.0": {"input": [T((4, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)], "output": []}}
+    return synth.simple_rank(folder, data, {k: None for k in data})
+
+
+def _levels(path):
+    conn = golden.open_ro(path)
+    return {(r[0], r[1]): r[2] for r in conn.execute(
+        "SELECT data_source, node_name, overflow_level FROM tb_nodes WHERE node_name <> 'DefaultModel'")}
+
+
+def test_overflow_levels_leave_parameters_out_and_mark_both_sides(tmp_path):
+    """An Embedding whose weight and output are NaN (its ids finite) is where the NaN comes out: critical, as
+    msprobe reads it (counting the weight as an input made it high, and the run's first overflow was then
+    'none'). A backward with a NaN input and no output (its ids need no gradient) is medium (was no level). A
+    compare with -oc marks the bench side too (it was left empty)."""
+    _overflow_rank(tmp_path / "d")
+    built = run_graph(str(tmp_path / "d"), None, str(tmp_path / "o"), overflow_check=True, parallel=False,
+                      progress=False)
+    levels = _levels(built.path)
+    assert levels[("NPU", "Module.emb.Embedding.forward.0")] == "critical"
+    assert levels[("NPU", "Module.emb.Embedding.backward.0")] == "medium"
+    assert built.summary["first_overflow"] == "step 0 rank 0: Module.emb.Embedding.forward.0"
+    _overflow_rank(tmp_path / "b")
+    compared = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "c"), overflow_check=True,
+                         parallel=False, progress=False)
+    levels = _levels(compared.path)
+    for side in ("NPU", "Bench"):
+        assert levels[(side, "Module.emb.Embedding.forward.0")] == "critical", side
+        assert levels[(side, "Module.emb.Embedding.backward.0")] == "medium", side
+
+
+def test_parameters_grad_hangs_under_the_modules_last_backward_call_or_stays_at_the_top(tmp_path):
+    """A module called twice (a tied embedding) completes backward.1 before backward.0: its parameters_grad went
+    under backward.0, msprobe puts it under the highest-numbered call. One whose module has no backward record
+    (its output changed in place after) stays at the top level: msprobe drops it, tbprobe keeps the gradients."""
+    emb, lin = "Module.emb.Embedding.", "Module.lin.Linear."
+    data = {emb + "forward.0": synth.api_entry(), emb + "forward.1": synth.api_entry(),
+            lin + "forward.0": synth.api_entry(), lin + "parameters_grad.0": {"weight": [T((2, 2))]},
+            emb + "backward.1": {"input": [T((2, 2))], "output": [None]},
+            emb + "backward.0": {"input": [T((2, 2))], "output": [None]},
+            emb + "parameters_grad.0": {"weight": [T((2, 2))]}}
+    construct = {k: None for k in data if ".parameters_grad" not in k}
+    synth.simple_rank(tmp_path / "d", data, construct)
+    conn = golden.open_ro(run_graph(str(tmp_path / "d"), None, str(tmp_path / "o"), parallel=False,
+                                    progress=False).path)
+    parent = dict(conn.execute("SELECT node_name, up_node FROM tb_nodes"))
+    assert parent[emb + "parameters_grad.0"] == emb + "backward.1"
+    assert parent[lin + "parameters_grad.0"] == "DefaultModel"
+
+
+def test_a_damaged_input_is_built_with_a_warning_for_each_thing_it_lacks(tmp_path, capsys):
+    """A rank without construct.json (a flat graph, whose compare against the intact dump matched nothing), a
+    step folder holding no rank, a dump.json with no records: each was built without a word."""
+    data = {"Module.fc.Linear.forward.0": synth.api_entry()}
+    synth.simple_rank(tmp_path / "d" / "step0" / "rank0", data, {"Module.fc.Linear.forward.0": None})
+    (tmp_path / "d" / "step0" / "rank0" / "construct.json").unlink()
+    synth.simple_rank(tmp_path / "d" / "step1" / "rank0", {}, {})
+    (tmp_path / "d" / "step2").mkdir()
+    assert main(["graph", "-tp", str(tmp_path / "d"), "-o", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: debug step 0 rank 0: no construct.json" in out
+    assert "warning: debug step2: no rank folder with a dump.json, left out" in out
+    assert "warning: debug step 1 rank 0: its dump.json holds no records" in out
+    synth.simple_rank(tmp_path / "intact", data, {"Module.fc.Linear.forward.0": None})
+    assert main(["graph", "-tp", str(tmp_path / "intact"), "-o", str(tmp_path / "o2")]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
+def test_sigterm_during_a_command_runs_its_cleanup_and_exits_143(capsys):
+    """`kill` (SIGTERM) of a running `tbprobe graph` left its half-written database's temporary file: Python's
+    default action ends the process without unwinding. Now it unwinds as Ctrl-C does."""
+    cleaned = []
+
+    def command(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10**6):   # (the handler runs between two bytecodes)
+                pass
+            return 0
+        finally:
+            cleaned.append(True)
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(func=command)
+    before = signal.getsignal(signal.SIGTERM)
+    assert run(parser, []) == 143
+    assert cleaned == [True] and "tbprobe: terminated" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before

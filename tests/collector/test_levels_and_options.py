@@ -336,7 +336,7 @@ def test_a_model_sharing_modules_with_one_given_before_replaces_its_hooks(tmp_pa
     with pytest.raises(TbprobeError, match="no model is known yet"):
         with dbg.capture(m[0]):
             pass
-    for step, model in enumerate((m[2], m, m[2])):
+    for model in (m[2], m, m[2]):
         dbg.start(model=model)
         m(torch.randn(5, 4)).sum().backward()
         dbg.stop()

@@ -12,9 +12,15 @@ import re
 from pathlib import Path
 from typing import Dict
 
-__all__ = ["LiveGraph", "side_dir"]
+__all__ = ["LiveGraph", "side_dir", "KEEP_STEPS"]
 
 log = logging.getLogger("tbprobe.collector")
+
+
+# The live graph holds the last KEEP_STEPS steps it was given; older ones are dropped (their rows' pages reused), so
+# a long run's database stays a few graphs big: one graph per interval, kept, grew by 7.5 MB/s on a 10k-node model.
+# The dump keeps every step: `tbprobe graph` builds any of them.
+KEEP_STEPS = 8
 
 
 def side_dir(dump_path: str) -> str:
@@ -55,7 +61,7 @@ class LiveGraph:
             os.makedirs(self.dir, exist_ok=True)
             db = LiveVisDb(os.path.join(self.dir, f"build_{label}.vis.db"))
             self._dbs[label] = db
-        db.add_graph(nodes, stacks, ext, step=step, rank=rank, edge_rows=edges)
+        db.add_graph(nodes, stacks, ext, step=step, rank=rank, edge_rows=edges, keep_steps=KEEP_STEPS)
 
     def close(self) -> None:
         for db in self._dbs.values():
@@ -64,3 +70,15 @@ class LiveGraph:
             except Exception:
                 pass
         self._dbs.clear()
+
+    def remove(self) -> None:
+        """Close and delete the databases (and their journals): the room they take is the dump's again."""
+        paths = [db.path for db in self._dbs.values()]
+        self.close()
+        self.available = False
+        for path in paths:
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    os.unlink(f"{path}{suffix}")
+                except OSError:
+                    pass

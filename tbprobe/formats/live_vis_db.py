@@ -95,9 +95,11 @@ class LiveVisDb:
         side: str = "NPU",
         micro_steps: Optional[int] = None,
         edge_rows: Iterable[Sequence[Any]] = (),
+        keep_steps: Optional[int] = None,
     ) -> None:
         """Write one step x rank graph in one transaction, replacing that graph if it was written before
-        (`edge_rows`: its tbprobe_edges rows, the data flow)."""
+        (`edge_rows`: its tbprobe_edges rows, the data flow). With `keep_steps`, the graphs of this rank and side
+        beyond the last `keep_steps` steps are dropped in the same transaction."""
         graph_id = f"{side}_{step}_{rank}"
         lo, hi = graph_id + "_", graph_id + "`"  # ids of this graph: '<graph_id>_...' ('`' follows '_')
         conn = self.conn
@@ -111,9 +113,15 @@ class LiveVisDb:
             conn.executemany(INSERT_STACK, stack_rows)
             conn.executemany(INSERT_NODE_EXT, ext_rows)
             conn.executemany(INSERT_EDGE, edge_rows)
+            if keep_steps is not None:
+                self._drop_old(side, rank, keep_steps)
             steps_text, ranks_text, ms = conn.execute(
                 "SELECT step_list, rank_list, micro_steps FROM tb_config WHERE id = '1'").fetchone()
             steps = sorted(set(json.loads(steps_text or "[]")) | {step})
+            if keep_steps is not None:
+                # (the steps some rank still has: one database holds one rank's graphs, as the collector writes it)
+                held = {r[0] for r in conn.execute("SELECT DISTINCT step FROM tb_nodes")}
+                steps = [s for s in steps if s in held]
             ranks = sorted(set(json.loads(ranks_text or "[]")) | {rank})
             if micro_steps is not None:
                 ms = max(int(ms or 0), int(micro_steps))
@@ -124,6 +132,18 @@ class LiveVisDb:
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             raise
+
+    def _drop_old(self, side: str, rank: int, keep: int) -> None:
+        conn = self.conn
+        steps = [r[0] for r in conn.execute(
+            "SELECT DISTINCT step FROM tb_nodes WHERE rank = ? AND data_source = ? ORDER BY step DESC", (rank, side))]
+        for old in steps[max(keep, 1):]:
+            graph_id = f"{side}_{old}_{rank}"
+            lo, hi = graph_id + "_", graph_id + "`"
+            conn.execute("DELETE FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ?", (old, rank, side))
+            conn.execute("DELETE FROM tb_stack WHERE id >= ? AND id < ?", (lo, hi))
+            conn.execute("DELETE FROM tbprobe_node_ext WHERE id >= ? AND id < ?", (lo, hi))
+            conn.execute("DELETE FROM tbprobe_edges WHERE graph_id = ?", (graph_id,))
 
     def close(self) -> None:
         if self.conn is not None:

@@ -683,3 +683,66 @@ def test_a_model_hooked_by_start_can_be_saved_whole_and_deep_copied(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert float(proc.stdout.strip()) == float(model(torch.ones(1, 4)).sum().detach())
+
+
+def test_a_live_graph_rebuild_slower_than_the_interval_is_not_run_at_every_step(tmp_path, monkeypatch):
+    """The interval was timed from the rebuild's start: a graph whose rebuild outlasted it (30k nodes, 1.5 s) was
+    rebuilt after every step, 2.8x the training time. Now the next rebuild waits LIVE_SHARE_WAIT times as long
+    as the last took, so rebuilds take a bounded share of the run whatever the graph's size."""
+    import tbprobe.collector.live_graph as live_graph
+    from tbprobe import PrecisionDebugger
+
+    calls = []
+    real = live_graph.LiveGraph.update
+
+    def slow_update(self, rank_dir, step):
+        calls.append(step)
+        time.sleep(0.2)                    # (a big graph's rebuild: waits 1.8 s after it)
+        real(self, rank_dir, step)
+
+    monkeypatch.setattr(live_graph.LiveGraph, "update", slow_update)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=list(range(10)),
+                            live_graph_interval=0.0)
+    for _ in range(10):
+        dbg.start(model=model)
+        model(torch.randn(1, 2)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    # the first step, and the last at close; not each of the ten
+    assert calls[0] == 0 and calls[-1] == 9 and len(calls) <= 3, calls
+
+
+def test_a_disk_full_under_the_live_graph_switches_it_off_and_frees_its_room(tmp_path, monkeypatch, caplog):
+    """A full disk failed the live graph's transaction first; its journal kept the room until close, so the next
+    step's dump found the disk full and collection stopped: completed steps lost for an auxiliary file. Now the
+    live graph goes (its files removed) with one warning, and the dump carries on."""
+    import sqlite3
+
+    import tbprobe.collector.live_graph as live_graph
+    from tbprobe import PrecisionDebugger
+
+    real = live_graph.LiveGraph.update
+
+    def update(self, rank_dir, step):
+        if step >= 1:
+            raise sqlite3.OperationalError("database or disk is full")
+        real(self, rank_dir, step)
+
+    monkeypatch.setattr(live_graph.LiveGraph, "update", update)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0, 1, 2], live_graph_interval=0.0)
+    for step in range(3):
+        dbg.start(model=model)
+        model(torch.randn(1, 2)).sum().backward()
+        dbg.stop()
+        dbg.step()
+        if step == 0:
+            assert [f for f in os.listdir(tmp_path / "dump_tb") if f.endswith(".vis.db")]
+    dbg.close()
+    assert dbg.hook_errors == 0
+    assert caplog.text.count("the live graph is switched off") == 1
+    assert not [f for f in os.listdir(tmp_path / "dump_tb") if ".vis.db" in f]
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1", "step2"]

@@ -400,3 +400,22 @@ def test_live_db_refuses_a_foreign_file(tmp_path):
     sqlite3.connect(other).execute("CREATE TABLE t (a)").connection.commit()
     with pytest.raises(FormatError, match="not a tbprobe live graph database"):
         LiveVisDb(other)
+
+
+def test_live_db_keeps_the_last_steps_it_is_asked_to(tmp_path):
+    """One graph per interval, never dropped, grew a long run's live database without bound (7.5 MB/s on a
+    10k-node model): with keep_steps the oldest graphs go in the same transaction, their pages reused, and
+    step_list names the steps left."""
+    path = tmp_path / "live.vis.db"
+    with LiveVisDb(path) as live:
+        for step in range(20):
+            stacks = [(f"NPU_{step}_0_{i}", "[]") for i in range(3)]
+            live.add_graph([node_row(step, 0, "NPU", i, 50) for i in range(50)], stacks, [], step=step, rank=0,
+                           keep_steps=3)
+            if step == 4:
+                size = os.path.getsize(path) + os.path.getsize(f"{path}-wal")
+    with VisDbReader(path) as r:
+        assert r.config()["step_list"] == [17, 18, 19]
+        assert sorted({g[0] for g in r.graphs()}) == [17, 18, 19]
+        assert r.conn.execute("SELECT count(*) FROM tb_stack").fetchone()[0] == 9
+    assert os.path.getsize(path) <= 2 * size    # (what the later steps added fits in the pages the old ones left)

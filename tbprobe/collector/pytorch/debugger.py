@@ -7,6 +7,7 @@ import inspect
 import logging
 import os
 import shutil
+import sqlite3
 import time
 import weakref
 from typing import Any, Callable, ContextManager, Iterator, List, Optional, Sequence, Union
@@ -116,7 +117,8 @@ class PrecisionDebugger:
         self._live: Optional[LiveGraph] = None
         self.live_graph = live_graph
         self.live_graph_interval = live_graph_interval
-        self._live_at = -1e9
+        self._live_at = -1e9          # (time.monotonic() when the last rebuild ended)
+        self._live_wait = live_graph_interval   # until the next one: see _on_written
         self._live_skipped: Optional[tuple] = None   # (out_dir, step) of a written step the live graph lacks
         self._closing = False
         self._step_open = False
@@ -471,10 +473,14 @@ class PrecisionDebugger:
         now = time.monotonic()
         if self._live is None:
             return
-        if (newest or self._closing) and (self._closing or now - self._live_at >= self.live_graph_interval):
-            self._live_at = now
+        if (newest or self._closing) and (self._closing or now - self._live_at >= self._live_wait):
             self._live_skipped = None
             self._update_live(out_dir, step)
+            # Timed from the rebuild's end, and at least LIVE_SHARE_WAIT times what it took: a graph whose
+            # rebuild outlasted the interval (30k nodes, 1.5 s) was rebuilt at every step, 2.8x the training time
+            end = time.monotonic()
+            self._live_at = end
+            self._live_wait = max(self.live_graph_interval, LIVE_SHARE_WAIT * (end - now))
         else:
             self._live_skipped = (out_dir, step)     # brought in at close if no later step is
 
@@ -482,7 +488,15 @@ class PrecisionDebugger:
         try:
             self._live.update(out_dir, step)
         except Exception as exc:
-            self.guard.report("live graph", exc)
+            if not _disk_full(exc):
+                self.guard.report("live graph", exc)
+                return
+            # the dump comes first: the live graph (rebuilt from the dump by `tbprobe graph` at any time) goes,
+            # its files with it, so that the room a failed transaction left in its journal is the dump's again
+            log.warning("tbprobe: the disk under %s is full: the live graph is switched off and its database "
+                        "removed, so the dump keeps the room", self._live.dir)
+            self._live.remove()
+            self._live = None
 
     def _uninstall_apis(self) -> None:
         if self._apis is not None:
@@ -512,6 +526,16 @@ class PrecisionDebugger:
             self._events.close()
         if self._live is not None:
             self._live.close()
+
+
+# the live graph's rebuilds take at most about 1 / (1 + LIVE_SHARE_WAIT) of the time (_on_written)
+LIVE_SHARE_WAIT = 9.0
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
 def _save_tensor(path: str, t: torch.Tensor) -> None:

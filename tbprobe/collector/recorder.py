@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tbprobe.collector._cstats import untrack_tree
 
-__all__ = ["StepRecord", "StackInterner", "fill_items", "STAT_KEYS"]
+__all__ = ["StepRecord", "StackInterner", "Spilled", "fill_items", "STAT_KEYS"]
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 # Extra keys beyond the reference (msprobe ignores keys it does not know).
@@ -36,6 +36,16 @@ class StackInterner:
                 self.lines.append(lines)
             self._ids[key] = sid
         return sid
+
+
+class Spilled:
+    """A tensor file's payload written already, to a staging file, while its step ran (the step held more tensor
+    bytes than it may keep in memory): the writer moves it into place."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
 
 
 class StepRecord:

@@ -25,7 +25,7 @@ try:
 except ImportError:  # a dependency of tbprobe; the json module does the same work more slowly
     _orjson = None
 
-from tbprobe.collector.recorder import StackInterner, StepRecord, fill_items
+from tbprobe.collector.recorder import Spilled, StackInterner, StepRecord, fill_items
 from tbprobe.errors import TbprobeError
 
 __all__ = ["StepWriter", "check_writable", "json_bytes", "write_files"]
@@ -234,6 +234,11 @@ class StepWriter:
             self._write_files(dirs + (data_dir,), [])
             dirs = ()
             for fname, payload, item in record.tensor_files:
+                if isinstance(payload, Spilled):
+                    # written while the step ran (Session.HOLD_BYTES): moved into place, on the same file system
+                    # as a rule (the staging folder is beside the dump)
+                    shutil.move(payload.path, os.path.join(data_dir, fname))
+                    continue
                 try:
                     self.save_tensor(os.path.join(data_dir, fname), payload)
                 except OSError:

@@ -746,3 +746,55 @@ def test_a_disk_full_under_the_live_graph_switches_it_off_and_frees_its_room(tmp
     assert caplog.text.count("the live graph is switched off") == 1
     assert not [f for f in os.listdir(tmp_path / "dump_tb") if ".vis.db" in f]
     assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1", "step2"]
+
+
+def _tensor_run(tmp_path, name):
+    import glob
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    dump = tmp_path / name
+    from tbprobe import PrecisionDebugger
+
+    dbg = PrecisionDebugger(dump_path=str(dump), task="tensor", level="mix", step=[0, 1])
+    for _ in range(2):
+        dbg.start(model=model)
+        model(torch.randn(8, 16)).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    files = {}
+    for path in glob.glob(str(dump / "step*" / "*" / "dump_tensor_data" / "*.pt")):
+        files[(path.split(os.sep)[-4], os.path.basename(path))] = torch.load(path)
+    entries = [json.load(open(p))["data"] for p in sorted(glob.glob(str(dump / "step*" / "*" / "dump.json")))]
+    return files, entries, dump
+
+
+def test_task_tensor_writes_a_steps_tensors_out_once_it_holds_too_many(tmp_path, monkeypatch):
+    """Each saved tensor's copy waited for the step's end: a big model's step held all its tensors twice (1.8 GB
+    a step on a d=512 GPT, three steps' worth with async_dump). Past HOLD_BYTES the copies are written out at
+    once to a staging folder and moved into place by the writer: the same files, the same records."""
+    import tbprobe.collector.pytorch.session as session_mod
+
+    held, spilled = [], []
+    files, entries, _ = _tensor_run(tmp_path, "whole")
+    monkeypatch.setattr(session_mod, "HOLD_BYTES", 1024)
+    from tbprobe.collector.pytorch.debugger import PrecisionDebugger
+
+    real_spill = PrecisionDebugger._spill_tensor
+
+    def spill(self, step, fname, t):
+        held.append(sum(f[1].numel() * f[1].element_size() for f in self.session.record.tensor_files
+                        if not isinstance(f[1], session_mod.Spilled)))
+        spilled.append(fname)
+        return real_spill(self, step, fname, t)
+
+    monkeypatch.setattr(PrecisionDebugger, "_spill_tensor", spill)
+    files2, entries2, dump = _tensor_run(tmp_path, "spilled")
+    assert len(spilled) > len(files) // 2
+    # in memory at most the budget and the copy that went past it (the largest tensor here: a 32x16 weight)
+    assert max(held) <= 1024 + 32 * 16 * 4, max(held)
+    assert files2.keys() == files.keys() and all(torch.equal(files[k], files2[k]) for k in files)
+    assert entries2 == entries
+    assert not (tmp_path / "spilled_tb" / "staging" / str(os.getpid())).exists()

@@ -18,7 +18,7 @@ from tbprobe.collector.config import CollectorConfig, load_config
 from tbprobe.collector.events import HealthEvents
 from tbprobe.collector.filters import StepFilter
 from tbprobe.collector.guard import HookGuard
-from tbprobe.collector.live_graph import LiveGraph
+from tbprobe.collector.live_graph import LiveGraph, side_dir
 from tbprobe.collector.pytorch import instances
 from tbprobe.collector.pytorch.api_mode import ApiCapture
 from tbprobe.collector.pytorch.custom_api import CustomApis
@@ -105,6 +105,10 @@ class PrecisionDebugger:
         self.guard = HookGuard()
         self.stacks = StackInterner()
         self.session = Session(cfg, self.guard, self.stacks)
+        self.session.spill = self._spill_tensor
+        # tensor files written while their step runs (Session.HOLD_BYTES), until the writer moves them into place;
+        # beside the dump (msprobe refuses a dump folder holding anything but step folders), one folder a process
+        self._staging = os.path.join(side_dir(cfg.dump_path), "staging", str(os.getpid()))
         self.steps = StepFilter(cfg.steps, cfg.ranks)
         self.current_step = 0
         self.model = model
@@ -519,6 +523,8 @@ class PrecisionDebugger:
             self._modules.detach()
         if self._writer is not None:
             self._writer.close()
+        if os.path.isdir(self._staging):   # (files of steps not written: a rank filter's, a failed writer's)
+            shutil.rmtree(self._staging, ignore_errors=True)
         if self._live is not None and self._live_skipped is not None:
             self._update_live(*self._live_skipped)
             self._live_skipped = None
@@ -526,6 +532,13 @@ class PrecisionDebugger:
             self._events.close()
         if self._live is not None:
             self._live.close()
+
+    def _spill_tensor(self, step: int, fname: str, t: torch.Tensor) -> str:
+        folder = os.path.join(self._staging, f"step{step}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, fname)
+        _save_tensor(path, t)
+        return path
 
 
 # the live graph's rebuilds take at most about 1 / (1 + LIVE_SHARE_WAIT) of the time (_on_written)

@@ -24,7 +24,7 @@ from tbprobe.collector.pytorch import later_consumers
 from tbprobe.collector.pytorch.backward_records import BackwardTracker, NodeHook, NodeTracker
 from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.values import ItemMaker
-from tbprobe.collector.recorder import StackInterner, StepRecord
+from tbprobe.collector.recorder import Spilled, StackInterner, StepRecord
 
 _graph_task = torch._C._current_graph_task_id   # -1 outside a backward pass
 
@@ -48,6 +48,14 @@ _DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
 _OWN_CODE[id(_DISPATCH_CODE)], _CODES[id(_DISPATCH_CODE)] = None, _DISPATCH_CODE
 PSEUDO_PARENTS = ("optimizer", "clip_grad")   # construct.json parents that are no call (the reference's)
 _MAX_NAMES = 1 << 20              # Session._data_names is emptied past this many names (a bound for names that change)
+HOLD_BYTES = 256 << 20            # task tensor: copies of a step's tensors kept in memory before they are spilled
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class Session:
@@ -83,12 +91,17 @@ class Session:
         self.producers: Dict[int, tuple] = {}   # id(tensor) -> (weakref, version, producer name)
         self._data_names: Dict[str, bool] = {}
         self._stack_only: set = set()    # names record_data() refused for their direction alone (stack_only)
+        # task tensor: spill(step, file name, tensor) -> the path it wrote the file to (set by the debugger); past
+        # HOLD_BYTES of copies held in a step, they are written out at once (see _schedule_save)
+        self.spill: Optional[Callable[[int, str, Any], str]] = None
+        self._held = 0
 
     # --- step lifecycle ----------------------------------------------------------------------------------
     def begin_step(self, step: int) -> None:
         self.step = step
         self.busy = 0   # (none of tbprobe's own work runs between steps: nothing a Ctrl-C cut short stays busy)
         self.record = StepRecord(step)
+        self._held = 0
         self.counters.reset()
         self.filter.reset_step()
         self.stats.reset()
@@ -167,7 +180,11 @@ class Session:
             # the files of the side left out are not written (task tensor, tensor_list)
             names = set(_data_names(dropped))
             if names:
-                self.record.tensor_files = [f for f in self.record.tensor_files if f[0] not in names]
+                files = self.record.tensor_files
+                for f in files:
+                    if f[0] in names and isinstance(f[1], Spilled):
+                        _unlink(f[1].path)
+                self.record.tensor_files = [f for f in files if f[0] not in names]
         self.record.add_entry(name, entry)
 
     def skip_data(self, name: str) -> None:
@@ -188,7 +205,24 @@ class Session:
                 t = t.as_subclass(torch.Tensor)
             except Exception:   # (a wrapper subclass without storage: saved as it is)
                 pass
-        self.record.tensor_files.append((fname, t.clone(), item))
+        copy = t.clone()
+        self.record.tensor_files.append((fname, copy, item))
+        if self.spill is not None:
+            # The copies wait for the step's end, where the writer writes them: a big model's step held all its
+            # tensors twice (1.8 GB a step on a d=512 GPT; three steps' worth with async_dump). Past HOLD_BYTES
+            # they are written out now, as the reference writes each as it goes, and moved into place after.
+            self._held += copy.numel() * copy.element_size()
+            if self._held > HOLD_BYTES:
+                self._held = 0
+                files = self.record.tensor_files
+                step = self.record.step
+                try:
+                    for i, (name, payload, it) in enumerate(files):
+                        if not isinstance(payload, Spilled):
+                            files[i] = (name, Spilled(self.spill(step, name, payload)), it)
+                except Exception as exc:   # (a full disk: the step's end says so, and stops collection)
+                    self.spill = None
+                    self.guard.report("writing tensor files ahead", exc)
 
     def in_module_scope(self) -> bool:
         return self.scope_ids is None or self.scope_depth > 0

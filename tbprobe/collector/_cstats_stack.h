@@ -10,9 +10,10 @@
    which the caller puts there: a function written in Python hands itself to the operator mode through it, and the
    mode may run its body again (backward_pass.py), so the stack of a call inside `loss.backward()` held
    Tensor.backward twice with that frame between. Such a frame is left out, and so is the frame calling it when it
-   runs the same code as the last frame kept: the reference, which patches functions, sees one call; `codes` maps id(code) -> code and keeps every
-   code object seen alive, so its id is never reused by another one. The key is (id(code), f_lasti, id(code),
-   f_lasti, ...), innermost first: the same ints Python's frame.f_code and frame.f_lasti give. */
+   runs the same code as the last frame kept: the reference, which patches functions, sees one call. `codes` maps
+   id(code) -> code and keeps every code object seen alive, so its id is never reused by another one. The key is
+   (id(code), f_lasti, id(code), f_lasti, ...), innermost first: the same ints Python's frame.f_code and
+   frame.f_lasti give. */
 
 static PyObject *s_co_filename;
 

@@ -125,6 +125,8 @@ def _async_worker(rank: int, dump: str, port: int) -> None:
         ops = [dist.P2POp(dist.isend if rank == 0 else dist.irecv, t, 1 - rank)]
         for work in dist.batch_isend_irecv(ops):
             work.wait()
+        # (gloo's handle of a reduce_scatter never says it completed, and has no future: waited by wait() alone)
+        dist.reduce_scatter_tensor(torch.zeros(1), torch.full((2,), float(rank + 1)), async_op=True).wait()
         ddp(torch.full((2, 3), float(rank + 1))).sum().backward()
         if step == 1:
             dist.destroy_process_group()   # before the step ends: its folder is still the rank's
@@ -138,7 +140,8 @@ def _async_worker(rank: int, dump: str, port: int) -> None:
 def test_asynchronous_collectives_are_recorded_once_complete_however_they_are_waited_for(tmp_path):
     """async_op given by position was recorded before the collective completed; a handle waited through its
     future or polled with is_completed() was never recorded (nor are DDP's communication hooks' all_reduce);
-    the handle the user got was not a torch.distributed.Work; batch_isend_irecv's operations and a ReduceOp were
+    the handle the user got was not a torch.distributed.Work; an asynchronous reduce_scatter waited for by wait()
+    was never recorded (gloo's handle never reports itself complete); batch_isend_irecv's operations and a ReduceOp were
     written as null; a collective right after backward() came ahead of the module backward records complete
     before it; and a step ended after destroy_process_group() went to a proc<pid> folder."""
     dump = str(tmp_path / "dump")
@@ -161,6 +164,8 @@ def test_asynchronous_collectives_are_recorded_once_complete_however_they_are_wa
             assert op["op"] == ("isend" if rank == 0 else "irecv")
             # the received tensor after the batch completed
             assert batch["output"][0][0]["tensor"]["Max"] == 5.0
+            scattered = data["Distributed.reduce_scatter_tensor.0.forward"]
+            assert scattered["output"][0]["Max"] == 3.0, scattered   # (1 + 2, after the call)
             bucket.setdefault(step, []).append(data["Distributed.all_reduce.3.forward"]["output"][0])
     for step in (0, 1):   # DDP's bucket, reduced: the same on both ranks
         assert bucket[step][0] == bucket[step][1] and bucket[step][0]["Max"] is not None

@@ -45,15 +45,18 @@ _UNCHANGED = {"isend": 0}
 class _Pending:
     """An asynchronous call's record, made once all its work handles have completed."""
 
-    __slots__ = ("works", "finish", "name")
+    __slots__ = ("works", "finish", "name", "waited")
 
     def __init__(self, works: List[Any], finish: Callable[[], None], name: str) -> None:
         self.works = works
         self.finish = finish
         self.name = name
+        self.waited: set = set()   # ids of the handles whose wait() returned
 
     def done(self) -> bool:
-        return all(_complete(w) for w in self.works)
+        # (a handle whose wait() returned is done, whatever it says: gloo's reduce_scatter handles tell neither by
+        # is_completed(), False for good, nor by a future, which they lack)
+        return all(id(w) in self.waited or _complete(w) for w in self.works)
 
 
 class _Settler:
@@ -103,8 +106,10 @@ class DistributedCapture:
 
     def _on_wait(self, work: Any) -> None:
         p = self._pending.get(id(work))
-        if p is not None and p.done():
-            self._completed(p)
+        if p is not None:
+            p.waited.add(id(work))
+            if p.done():
+                self._completed(p)
 
     def settle(self, step_end: bool = False) -> None:
         """Record the asynchronous calls that have completed; at the step's end, forget the others."""

@@ -48,9 +48,15 @@ def first_divergence(idx: GraphIndex) -> Optional[dict]:
 
 
 def first_overflow(idx: GraphIndex) -> Optional[dict]:
-    has = idx.overflow > 0
-    best = _earliest(idx, has & _leaves(idx))
-    best = best if best is not None else _earliest(idx, has)
+    """Where an overflow starts, as the graph builder finds it: the earliest critical node (finite inputs, an
+    Inf/NaN output), leaves first; a high or medium one (Inf/NaN already coming in) only when none is critical."""
+    leaves = _leaves(idx)
+    best = None
+    for mask in (idx.overflow == OVERFLOW_LEVELS.index("critical"), idx.overflow > 0):
+        best = _earliest(idx, mask & leaves)
+        best = best if best is not None else _earliest(idx, mask)
+        if best is not None:
+            break
     if best is None:
         return None
     return {"name": idx.names[best], "order": best, "exec_order": int(idx.exec_order[best]),

@@ -361,8 +361,12 @@ class GraphData:
         gf, idx = self.graph(run, file, step, rank, side)
         found = np.flatnonzero(idx.overflow > 0)
         found = found[np.argsort(idx.exec_order[found], kind="stable")].tolist()
+        # "first": where the overflow starts, the node the findings name (the earliest in execution order was
+        # often a high one, whose input was Inf already: not where it starts)
+        start = self.findings(run, file, step, rank)["first_overflow"] if side == "NPU" else first_overflow(idx)
+        first = start["name"] if start else None
         items = [{"name": idx.names[i], "type": int(idx.types[i]), "overflow": OVERFLOW_LEVELS[idx.overflow[i]],
-                  "order": i, "exec_order": int(idx.exec_order[i]), "first": k == 0} for k, i in enumerate(found)]
+                  "order": i, "exec_order": int(idx.exec_order[i]), "first": idx.names[i] == first} for i in found]
         return {"total": len(items), "items": items}
 
     def matches(self, run, file, step, rank) -> dict:

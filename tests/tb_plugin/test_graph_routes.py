@@ -166,13 +166,20 @@ def test_tp_merge_info_and_rank_collections(api, logdir):
 
 
 def test_overflow_list_in_execution_order_first_flagged(api, logdir):
+    """"first" is where the overflow starts, the node /api/findings and `tbprobe graph` name: the earliest
+    critical one (finite inputs, an Inf/NaN output). It was the earliest of any level: here a high Tensor.__mul__
+    whose input is Inf already, which the Overflow tab then tagged as the start."""
     run, file = db_file(logdir, "cmp_stat")
     status, body = api.get("/api/overflow", run=run, file=file, step=0, rank=0)
     assert status == 200
     expected = sql(logdir / run / file, "SELECT node_name FROM tb_nodes WHERE data_source='NPU' AND"
                                         " overflow_level IS NOT NULL AND overflow_level != '' ORDER BY node_order")
     assert [i["name"] for i in body["items"]] == [r[0] for r in expected]
-    assert [i["first"] for i in body["items"]] == [True] + [False] * (len(expected) - 1)
+    assert [(i["name"], i["overflow"]) for i in body["items"]] == [("Tensor.__mul__.1.forward", "high"),
+                                                                   ("Torch.exp.0.forward", "critical")]
+    assert [i["first"] for i in body["items"]] == [False, True]
+    _, findings = api.get("/api/findings", run=run, file=file, step=0, rank=0)
+    assert findings["first_overflow"]["name"] == "Torch.exp.0.forward"
 
 
 def test_findings_computed_for_msprobe_files(api, logdir):

@@ -30,4 +30,5 @@ def test_tbprobe_built_database(tbprobe_db, tmp_path):
     assert status == 200 and node["overflow"] == "critical"
     status, ov = api.get("/api/overflow", **q)
     orders = [i["exec_order"] for i in ov["items"]]
-    assert orders == sorted(orders) and ov["items"][0]["first"] and len(orders) == 2
+    assert orders == sorted(orders) and len(orders) == 2
+    assert [i["name"] for i in ov["items"] if i["first"]] == [first["name"]]   # where it starts, as stored

@@ -100,15 +100,10 @@ class LiveVisDb:
         """Write one step x rank graph in one transaction, replacing that graph if it was written before
         (`edge_rows`: its tbprobe_edges rows, the data flow). With `keep_steps`, the graphs of this rank and side
         beyond the last `keep_steps` steps are dropped in the same transaction."""
-        graph_id = f"{side}_{step}_{rank}"
-        lo, hi = graph_id + "_", graph_id + "`"  # ids of this graph: '<graph_id>_...' ('`' follows '_')
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("DELETE FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ?", (step, rank, side))
-            conn.execute("DELETE FROM tb_stack WHERE id >= ? AND id < ?", (lo, hi))
-            conn.execute("DELETE FROM tbprobe_node_ext WHERE id >= ? AND id < ?", (lo, hi))
-            conn.execute("DELETE FROM tbprobe_edges WHERE graph_id = ?", (graph_id,))
+            self._delete_graph(side, step, rank)
             conn.executemany(INSERT_NODE, node_rows)
             conn.executemany(INSERT_STACK, stack_rows)
             conn.executemany(INSERT_NODE_EXT, ext_rows)
@@ -133,17 +128,21 @@ class LiveVisDb:
                 conn.execute("ROLLBACK")
             raise
 
-    def _drop_old(self, side: str, rank: int, keep: int) -> None:
+    def _delete_graph(self, side: str, step: int, rank: int) -> None:
+        """The rows of one step x rank graph, in every table (inside the caller's transaction)."""
         conn = self.conn
-        steps = [r[0] for r in conn.execute(
+        graph_id = f"{side}_{step}_{rank}"
+        lo, hi = graph_id + "_", graph_id + "`"  # ids of this graph: '<graph_id>_...' ('`' follows '_')
+        conn.execute("DELETE FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ?", (step, rank, side))
+        conn.execute("DELETE FROM tb_stack WHERE id >= ? AND id < ?", (lo, hi))
+        conn.execute("DELETE FROM tbprobe_node_ext WHERE id >= ? AND id < ?", (lo, hi))
+        conn.execute("DELETE FROM tbprobe_edges WHERE graph_id = ?", (graph_id,))
+
+    def _drop_old(self, side: str, rank: int, keep: int) -> None:
+        steps = [r[0] for r in self.conn.execute(
             "SELECT DISTINCT step FROM tb_nodes WHERE rank = ? AND data_source = ? ORDER BY step DESC", (rank, side))]
         for old in steps[max(keep, 1):]:
-            graph_id = f"{side}_{old}_{rank}"
-            lo, hi = graph_id + "_", graph_id + "`"
-            conn.execute("DELETE FROM tb_nodes WHERE step = ? AND rank = ? AND data_source = ?", (old, rank, side))
-            conn.execute("DELETE FROM tb_stack WHERE id >= ? AND id < ?", (lo, hi))
-            conn.execute("DELETE FROM tbprobe_node_ext WHERE id >= ? AND id < ?", (lo, hi))
-            conn.execute("DELETE FROM tbprobe_edges WHERE graph_id = ?", (graph_id,))
+            self._delete_graph(side, old, rank)
 
     def close(self) -> None:
         if self.conn is not None:

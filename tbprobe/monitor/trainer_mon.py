@@ -197,12 +197,8 @@ class TrainerMon:
         self.active = self._should_record(self.step)
 
     def _stop_hooks(self) -> None:
-        for h in self._handles:
-            try:
-                h.remove()
-            except Exception:  # noqa: BLE001
-                pass
-        self._handles = []
+        handles, self._handles = self._handles, []
+        _remove(handles)
         self._remove_tensor_hooks()
         self.micro_counters = []
         self.monitoring = False
@@ -211,11 +207,7 @@ class TrainerMon:
 
     def _remove_tensor_hooks(self) -> None:
         hooks, self.tensor_hooks = self.tensor_hooks, []
-        for h in hooks:
-            try:
-                h.remove()
-            except Exception:  # noqa: BLE001
-                pass
+        _remove(hooks)
 
     def _should_record(self, step: int) -> bool:
         if not self.monitoring or self._collected >= self.config.collect_times or step < self._start_at:
@@ -336,6 +328,15 @@ class TrainerMon:
             self._config_mtime = self._mtime()
         except (OSError, ValueError) as exc:
             _log.warning("tbprobe monitor: could not switch dynamic_on off in %s: %s", self.config_path, exc)
+
+
+def _remove(handles: List[Any]) -> None:
+    """Remove hooks; one that cannot be removed (its tensor or module gone) is left, never raised into training."""
+    for h in handles:
+        try:
+            h.remove()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 _LIVE: "weakref.WeakSet[TrainerMon]" = weakref.WeakSet()

@@ -248,21 +248,19 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
             # the gradients of those same calls; their own results stay on them and roll up in node_ext)
             values = [c.precision for c in node.children if c.precision is not None and is_forward(c.name)]
             node.precision = max(values) if values else 0
-        if opts.overflow_check and node.node_type != NODE_API_COLLECTION and node.has_entry:
-            entry = node.entry  # decoded once for both
-            if entry:
-                node.overflow = overflow_level(node.name, entry)
-            yield d_row(node, *node_texts(node, entry, with_md5))
-            continue
-        yield d_row(node, *own_texts(node, with_md5))
+        yield d_row(node, *_uncompared_texts(node, opts.overflow_check, with_md5))
     for b in b_nodes:
-        if opts.overflow_check and b.node_type != NODE_API_COLLECTION and b.has_entry:
-            entry = b.entry  # decoded once for both
-            if entry:
-                b.overflow = overflow_level(b.name, entry)
-            yield b_row(b, *node_texts(b, entry, with_md5))  # type: ignore[misc]
-            continue
-        yield b_row(b, *own_texts(b, with_md5))  # type: ignore[misc]
+        yield b_row(b, *_uncompared_texts(b, opts.overflow_check, with_md5))  # type: ignore[misc]
+
+
+def _uncompared_texts(node: Node, overflow_check: bool, with_md5: bool):
+    """A node's own row texts (no compare), and with -oc its overflow level, from one decode of its entry."""
+    if overflow_check and node.node_type != NODE_API_COLLECTION and node.has_entry:
+        entry = node.entry  # decoded once for both
+        if entry:
+            node.overflow = overflow_level(node.name, entry)
+        return node_texts(node, entry, with_md5)
+    return own_texts(node, with_md5)
 
 
 def _compared(node: Node, bench: Optional[Graph], debug: Graph) -> bool:

@@ -705,10 +705,8 @@ def test_a_live_graph_rebuild_slower_than_the_interval_is_not_run_at_every_step(
     dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=list(range(10)),
                             live_graph_interval=0.0)
     for _ in range(10):
-        dbg.start(model=model)
-        model(torch.randn(1, 2)).sum().backward()
-        dbg.stop()
-        dbg.step()
+        with dbg.collect(model):
+            model(torch.randn(1, 2)).sum().backward()
     dbg.close()
     assert dbg.hook_errors == 0
     # the first step, and the last at close; not each of the ten
@@ -735,10 +733,8 @@ def test_a_disk_full_under_the_live_graph_switches_it_off_and_frees_its_room(tmp
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
     dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0, 1, 2], live_graph_interval=0.0)
     for step in range(3):
-        dbg.start(model=model)
-        model(torch.randn(1, 2)).sum().backward()
-        dbg.stop()
-        dbg.step()
+        with dbg.collect(model):
+            model(torch.randn(1, 2)).sum().backward()
         if step == 0:
             assert [f for f in os.listdir(tmp_path / "dump_tb") if f.endswith(".vis.db")]
     dbg.close()
@@ -758,10 +754,8 @@ def _tensor_run(tmp_path, name):
 
     dbg = PrecisionDebugger(dump_path=str(dump), task="tensor", level="mix", step=[0, 1])
     for _ in range(2):
-        dbg.start(model=model)
-        model(torch.randn(8, 16)).sum().backward()
-        dbg.stop()
-        dbg.step()
+        with dbg.collect(model):
+            model(torch.randn(8, 16)).sum().backward()
     dbg.close()
     assert dbg.hook_errors == 0
     files = {}

@@ -337,10 +337,8 @@ def test_a_model_sharing_modules_with_one_given_before_replaces_its_hooks(tmp_pa
         with dbg.capture(m[0]):
             pass
     for model in (m[2], m, m[2]):
-        dbg.start(model=model)
-        m(torch.randn(5, 4)).sum().backward()
-        dbg.stop()
-        dbg.step()
+        with dbg.collect(model):
+            m(torch.randn(5, 4)).sum().backward()
     dbg.close()
     assert dbg.hook_errors == 0
     assert "shares modules with one given before" in caplog.text

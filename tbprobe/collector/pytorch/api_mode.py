@@ -7,7 +7,6 @@ Optimizer work is grouped under `optimizer` through torch's global optimizer ste
 `clip_grad` through wrappers of torch.nn.utils' clipping functions.
 """
 import functools
-import inspect
 import sys
 import threading
 import types
@@ -29,7 +28,7 @@ from tbprobe.collector.pytorch.api_names import (
     risk_of,
 )
 from tbprobe.collector.pytorch.backward_pass import run_with_mode, starts_backward
-from tbprobe.collector.pytorch.call_site import written_call
+from tbprobe.collector.pytorch.call_args import as_called
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
 __all__ = ["ApiCapture"]
@@ -198,93 +197,6 @@ def types_plain(types) -> bool:
     return all(t is torch.Tensor or t is torch.nn.Parameter for t in types)
 
 
-_SIGNATURES: Dict[object, Optional[list]] = {}
-_BOOLEAN_DISPATCHED = getattr(torch._jit_internal, "boolean_dispatched", None)
-
-
-def _is_default(v: Any, default: Any) -> bool:
-    if v is default:
-        return True
-    return isinstance(v, (bool, int, float, str)) and type(v) is type(default) and v == default
-
-
-def _as_called(func, args: tuple, kwargs: dict):
-    """torch.nn.functional's Python functions hand every parameter to the mode as a keyword, the defaults too.
-    The call as written comes from the caller's call instruction (call_site.py). Where that cannot be read (a call
-    through *args, a functools.partial), a plausible call: positional-or-keyword parameters back into positions,
-    then the trailing ones (and keyword-only ones) left at their default dropped, so `F.mse_loss(a, b)` records two
-    arguments as the reference does."""
-    params = _SIGNATURES.get(func, 0)
-    if params == 0:
-        params = None
-        if isinstance(func, types.FunctionType):
-            # F.max_pool2d and the other boolean-dispatched functions take (*args, **kwargs) and hand them to one of
-            # two functions of the same parameters, whose signature is the call's
-            dispatched = _BOOLEAN_DISPATCHED.get(func) if _BOOLEAN_DISPATCHED is not None else None
-            try:
-                params = list(inspect.signature(dispatched["if_false"] if dispatched else func).parameters.values())
-            except (TypeError, ValueError, KeyError):
-                params = None
-        _SIGNATURES[func] = params
-    if not params:
-        return args, kwargs
-    site = written_call(func.__code__)
-    if site is not None:
-        n_pos, names, on_value = site
-        if on_value and func.__qualname__.startswith("Tensor."):
-            n_pos += 1      # `x.norm(2, dim=1)`: x is the method's first argument, by position
-        written = _as_written(params, args, kwargs, n_pos, names)
-        if written is not None:
-            return written
-    pos = list(args)
-    rest = dict(kwargs)
-    defaults = []
-    for p in params[len(args):]:
-        if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name in rest:
-            pos.append(rest.pop(p.name))
-            defaults.append(p.default)
-        else:
-            break
-    n_given = len(args)
-    while len(pos) > n_given and _is_default(pos[-1], defaults[len(pos) - n_given - 1]):
-        pos.pop()
-    for p in params:
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name in rest and _is_default(rest[p.name], p.default):
-            del rest[p.name]
-    return pos, rest
-
-
-_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-
-
-def _as_written(params: list, args: tuple, kwargs: dict, n_pos: int, names: tuple):
-    """The call as its call site wrote it (`n_pos` arguments by position, then `names` by keyword), the values
-    from the mode's args and kwargs; None where the site cannot be this call's: every parameter given a value other
-    than its default must be written there (else a functools.partial or a C function stood between)."""
-    if len(args) > len(params) or any(p.kind in _VARIADIC for p in params):
-        return None
-    bound = {p.name: a for p, a in zip(params, args)}
-    for k, v in kwargs.items():
-        if k in bound:
-            return None
-        bound[k] = v
-    positional = [p for p in params if p.kind in _POSITIONAL]
-    if n_pos > len(positional) or any(p.name not in bound for p in positional[:n_pos]):
-        return None
-    pos = [bound[p.name] for p in positional[:n_pos]]
-    written = {p.name for p in positional[:n_pos]}
-    if any(n not in bound or n in written for n in names):
-        return None
-    kw = {n: bound[n] for n in names}
-    written.update(names)
-    for p in params:
-        if p.name in bound and p.name not in written and (
-                p.default is inspect.Parameter.empty or not _is_default(bound[p.name], p.default)):
-            return None
-    return pos, kw
-
-
 class ApiCapture:
     def __init__(self, session: Session, risk_level: str) -> None:
         self.session = session
@@ -450,7 +362,7 @@ class ApiCapture:
             data = risky and s.record_data(name)
             if data:
                 # (a custom function's wrapper gets the call as written: only the mode's calls need rebuilding)
-                rec_args, rec_kwargs = _as_called(func, args, kwargs) if kwargs and not custom else (args, kwargs)
+                rec_args, rec_kwargs = as_called(func, args, kwargs) if kwargs and not custom else (args, kwargs)
                 args_items = s.items.list_items(rec_args, f"{name}.input")
                 kwargs_items = {k: s.items.item_at(v, f"{name}.kwargs", k) for k, v in rec_kwargs.items()}
                 s.note_consumer(name, rec_args)

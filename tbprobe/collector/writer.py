@@ -17,6 +17,7 @@ import logging
 import os
 import queue
 import shutil
+import sqlite3
 import threading
 from typing import Any, Callable, Dict, List, Optional
 
@@ -28,7 +29,7 @@ except ImportError:  # a dependency of tbprobe; the json module does the same wo
 from tbprobe.collector.recorder import Spilled, StackInterner, StepRecord, fill_items
 from tbprobe.errors import TbprobeError
 
-__all__ = ["StepWriter", "check_writable", "json_bytes", "write_files"]
+__all__ = ["StepWriter", "check_writable", "disk_full", "json_bytes", "write_files"]
 
 log = logging.getLogger("tbprobe.collector")
 
@@ -121,6 +122,13 @@ try:
     from tbprobe.collector._cwrite import write_files
 except ImportError:
     write_files = _write_files_py
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc` says the disk is full (an OSError's ENOSPC, or SQLite's own words for it)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
 
 
 def check_writable(dump_path: str, what: str = "dump_path") -> None:

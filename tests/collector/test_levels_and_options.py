@@ -1457,14 +1457,14 @@ def test_a_tensor_file_that_cannot_be_written_loses_that_file_alone(tmp_path, mo
     the item names no file, and the error is counted."""
     import tbprobe.collector.pytorch.debugger as debugger_mod
 
-    real = debugger_mod._save_tensor
+    real = debugger_mod.save_tensor
 
     def flaky(path, t):
         if os.path.basename(path).startswith("Module.0.Linear.forward.0.input"):
             raise ValueError("cannot pickle this one")
         real(path, t)
 
-    monkeypatch.setattr(debugger_mod, "_save_tensor", flaky)
+    monkeypatch.setattr(debugger_mod, "save_tensor", flaky)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     dbg = make_debugger(tmp_path, level="L0", task="tensor", steps=2)
     _collect(dbg, model, (2, 4), 2)

@@ -1,24 +1,20 @@
 """PrecisionDebugger: the collector's public class for PyTorch (drop-in for msprobe's)."""
 import atexit
 import contextlib
-import errno
 import functools
 import inspect
 import logging
 import os
 import shutil
-import sqlite3
-import time
 import weakref
 from typing import Any, Callable, ContextManager, Iterator, List, Optional, Sequence, Union
 
 import torch
 
 from tbprobe.collector.config import CollectorConfig, load_config
-from tbprobe.collector.events import HealthEvents
 from tbprobe.collector.filters import StepFilter
 from tbprobe.collector.guard import HookGuard
-from tbprobe.collector.live_graph import LiveGraph, side_dir
+from tbprobe.collector.live_graph import side_dir
 from tbprobe.collector.pytorch import instances
 from tbprobe.collector.pytorch.api_mode import ApiCapture
 from tbprobe.collector.pytorch.custom_api import CustomApis
@@ -29,9 +25,11 @@ from tbprobe.collector.pytorch.module_dump import ModuleDumper
 from tbprobe.collector.pytorch.module_dump import check_args as check_module_dump_args
 from tbprobe.collector.pytorch.module_hooks import ModuleHooks, model_problem
 from tbprobe.collector.pytorch.session import Session
+from tbprobe.collector.pytorch.tensor_files import save_tensor
 from tbprobe.collector.pytorch.token_range import TokenWindow, check_token_range
 from tbprobe.collector.pytorch.token_range import check_root as check_token_root
 from tbprobe.collector.recorder import StackInterner
+from tbprobe.collector.step_outputs import StepOutputs
 from tbprobe.collector.writer import StepWriter, check_writable
 from tbprobe.errors import TbprobeError
 
@@ -117,14 +115,9 @@ class PrecisionDebugger:
         self._dist = DistributedCapture(self.session) if cfg.level in ("L1", "mix") else None
         self._writer: Optional[StepWriter] = None
         self._seen_rank: Optional[int] = None   # torch.distributed's rank, once it was seen (_rank)
-        self._events: Optional[HealthEvents] = None
-        self._live: Optional[LiveGraph] = None
+        self._outputs: Optional[StepOutputs] = None   # event file and live graph, beside the dump
         self.live_graph = live_graph
         self.live_graph_interval = live_graph_interval
-        self._live_at = -1e9          # (time.monotonic() when the last rebuild ended)
-        self._live_wait = live_graph_interval   # until the next one: see _on_written
-        self._live_skipped: Optional[tuple] = None   # (out_dir, step) of a written step the live graph lacks
-        self._closing = False
         self._step_open = False
         self._finished = False
         self._debug = DebugSaver(self.session)
@@ -416,7 +409,8 @@ class PrecisionDebugger:
 
     def close(self) -> None:
         """Write what is pending and release every hook (also done past the last listed step)."""
-        self._closing = True
+        if self._outputs is not None:
+            self._outputs.closing = True    # (the last step's live graph is built now, whatever the interval)
         if self._step_open:
             self.step()
         self._finish(None)
@@ -451,12 +445,12 @@ class PrecisionDebugger:
             return
         cfg = self.config
         check_writable(cfg.dump_path)
-        self._events = HealthEvents(cfg.dump_path)
         # (level debug writes debug.json alone, as the reference does: no graph to show)
-        self._live = (LiveGraph(cfg.dump_path) if self.live_graph and cfg.extra_info and cfg.level != "debug"
-                      else None)
+        self._outputs = StepOutputs(cfg.dump_path, self.guard,
+                                    self.live_graph and cfg.extra_info and cfg.level != "debug",
+                                    self.live_graph_interval)
         self._writer = StepWriter(cfg.dump_path, cfg.task, cfg.level, "pytorch", cfg.extra_info, self.stacks,
-                                  save_tensor=_save_tensor, on_step_written=self._on_written,
+                                  save_tensor=save_tensor, on_step_written=self._outputs.on_written,
                                   background=cfg.async_dump)
         # the writer thread is a daemon: drain it at interpreter exit so the last step is not lost
         atexit.register(self._writer.close)
@@ -464,43 +458,6 @@ class PrecisionDebugger:
         # step() or close(), an uncaught error, sys.exit() mid-step. Its records are what a user debugging the
         # crash needs; the reference writes them too. (A weak reference: the debugger is not kept alive for it.)
         atexit.register(_write_unfinished_step, weakref.ref(self))
-
-    def _on_written(self, out_dir: str, step: int, health: dict, newest: bool) -> None:
-        health = dict(health, hook_errors=float(self.guard.total))
-        if self._events is not None:
-            try:
-                self._events.write(os.path.basename(out_dir), step, health)
-            except Exception as exc:
-                self.guard.report("event file", exc)
-        # The live graph costs about as much as a small step to build: at most one rebuild per interval (and the
-        # last step at close), so the writer keeps up with fast steps.
-        now = time.monotonic()
-        if self._live is None:
-            return
-        if (newest or self._closing) and (self._closing or now - self._live_at >= self._live_wait):
-            self._live_skipped = None
-            self._update_live(out_dir, step)
-            # Timed from the rebuild's end, and at least LIVE_SHARE_WAIT times what it took: a graph whose
-            # rebuild outlasted the interval (30k nodes, 1.5 s) was rebuilt at every step, 2.8x the training time
-            end = time.monotonic()
-            self._live_at = end
-            self._live_wait = max(self.live_graph_interval, LIVE_SHARE_WAIT * (end - now))
-        else:
-            self._live_skipped = (out_dir, step)     # brought in at close if no later step is
-
-    def _update_live(self, out_dir: str, step: int) -> None:
-        try:
-            self._live.update(out_dir, step)
-        except Exception as exc:
-            if not _disk_full(exc):
-                self.guard.report("live graph", exc)
-                return
-            # the dump comes first: the live graph (rebuilt from the dump by `tbprobe graph` at any time) goes,
-            # its files with it, so that the room a failed transaction left in its journal is the dump's again
-            log.warning("tbprobe: the disk under %s is full: the live graph is switched off and its database "
-                        "removed, so the dump keeps the room", self._live.dir)
-            self._live.remove()
-            self._live = None
 
     def _uninstall_apis(self) -> None:
         if self._apis is not None:
@@ -510,7 +467,8 @@ class PrecisionDebugger:
         if self._finished:
             return
         self._finished = True
-        self._closing = True
+        if self._outputs is not None:
+            self._outputs.closing = True
         if message:
             log.error("tbprobe: %s", message)
         self.stop()
@@ -525,56 +483,15 @@ class PrecisionDebugger:
             self._writer.close()
         if os.path.isdir(self._staging):   # (files of steps not written: a rank filter's, a failed writer's)
             shutil.rmtree(self._staging, ignore_errors=True)
-        if self._live is not None and self._live_skipped is not None:
-            self._update_live(*self._live_skipped)
-            self._live_skipped = None
-        if self._events is not None:
-            self._events.close()
-        if self._live is not None:
-            self._live.close()
+        if self._outputs is not None:
+            self._outputs.close()
 
     def _spill_tensor(self, step: int, fname: str, t: torch.Tensor) -> str:
         folder = os.path.join(self._staging, f"step{step}")
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, fname)
-        _save_tensor(path, t)
+        save_tensor(path, t)
         return path
-
-
-# the live graph's rebuilds take at most about 1 / (1 + LIVE_SHARE_WAIT) of the time (_on_written)
-LIVE_SHARE_WAIT = 9.0
-
-
-def _disk_full(exc: BaseException) -> bool:
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return True
-    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)
-
-
-def _save_tensor(path: str, t: torch.Tensor) -> None:
-    """torch.save through a file of ours: torch's own file writer reports a full disk as a RuntimeError of its
-    internals ("unexpected pos"), which the writer took for one bad tensor, going on to the next; this way the
-    OSError (ENOSPC) stops collection with its message. A file left half written is removed."""
-    try:
-        with open(path, "wb") as f:
-            torch.save(t.cpu(), f)
-    except BaseException as exc:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-        # (a write the buffered file took in part still reaches torch's writer as a position it did not expect)
-        if isinstance(exc, Exception) and not isinstance(exc, OSError) and _no_room(path, t):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path) from exc
-        raise
-
-
-def _no_room(path: str, t: torch.Tensor) -> bool:
-    """Whether the file system of `path` lacks the room for `t`'s file."""
-    try:
-        return shutil.disk_usage(os.path.dirname(path)).free < t.numel() * t.element_size() + (1 << 16)
-    except (OSError, RuntimeError):
-        return False
 
 
 def _write_unfinished_step(ref: "weakref.ref[PrecisionDebugger]") -> None:

@@ -5,8 +5,6 @@ mutation). Backward records come from tensor hooks on the call's outputs (gradie
 backward's "input") and on its inputs (their gradients, the backward's "output"); no autograd node is added.
 """
 import dataclasses
-import hashlib
-import linecache
 import os
 import sys
 import weakref
@@ -22,7 +20,9 @@ from tbprobe.collector.guard import HookGuard
 from tbprobe.collector.naming import Counters
 from tbprobe.collector.pytorch import later_consumers
 from tbprobe.collector.pytorch.backward_records import BackwardTracker, NodeHook, NodeTracker
+from tbprobe.collector.pytorch.stacks import CODES, OWN_CODE, TBPROBE_DIR, format_stack
 from tbprobe.collector.pytorch.stats import StatBuffer
+from tbprobe.collector.pytorch.tensor_files import data_names, tensor_file_name
 from tbprobe.collector.pytorch.values import ItemMaker
 from tbprobe.collector.recorder import Spilled, StackInterner, StepRecord
 
@@ -40,12 +40,6 @@ except ImportError:
 
 __all__ = ["Session", "flatten_tensors"]
 
-_TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_OWN_CODE: Dict[int, Optional[bool]] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
-_CODES: Dict[int, Any] = {}       # id(code object) -> the code object
-# (None: a dispatch frame, left out with its caller when that runs the mode's call again: _cstats_stack.h)
-_DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
-_OWN_CODE[id(_DISPATCH_CODE)], _CODES[id(_DISPATCH_CODE)] = None, _DISPATCH_CODE
 PSEUDO_PARENTS = ("optimizer", "clip_grad")   # construct.json parents that are no call (the reference's)
 _MAX_NAMES = 1 << 20              # Session._data_names is emptied past this many names (a bound for names that change)
 HOLD_BYTES = 256 << 20            # task tensor: copies of a step's tensors kept in memory before they are spilled
@@ -178,7 +172,7 @@ class Session:
             dropped += [entry.pop("output", None), entry.pop("parameters", None)]
         if dropped and self.record.tensor_files:
             # the files of the side left out are not written (task tensor, tensor_list)
-            names = set(_data_names(dropped))
+            names = set(data_names(dropped))
             if names:
                 files = self.record.tensor_files
                 for f in files:
@@ -255,8 +249,8 @@ class Session:
         # The key is the chain of code locations as plain ints (hashing code objects costs ~10x more), made in C
         # (_cstats_stack.h): the bytecode offset, not f_lineno, which scans the code's line table on every read;
         # lines are worked out once per unique stack. tbprobe's own frames are left out, decided once per code.
-        k = _stack_key(sys._getframe(skip), _OWN_CODE, _TBPROBE_DIR, _CODES)
-        self.record.stack_of[name] = self.stacks.intern(k, lambda: _format_stack(k))
+        k = _stack_key(sys._getframe(skip), OWN_CODE, TBPROBE_DIR, CODES)
+        self.record.stack_of[name] = self.stacks.intern(k, lambda: format_stack(k))
 
     def prepare_backward(self, name: str, inputs: Sequence[Any], parent: Optional[str],
                          hook_inputs: bool = True) -> Optional[BackwardTracker]:
@@ -458,53 +452,6 @@ def _hook_gradient(t: torch.Tensor, i: int, on_node, on_grad) -> None:
             g.register_prehook(partial(on_node, i, t.output_nr))
     else:
         t.register_hook(partial(on_grad, i))
-
-
-def _line_of(code: Any, lasti: int) -> int:
-    for start, end, line in code.co_lines():
-        if start <= lasti < end:
-            return line if line is not None else code.co_firstlineno
-    return code.co_firstlineno
-
-
-def _format_stack(key: tuple) -> List[str]:
-    """Lines of a stack key (id(code), bytecode offset, id(code), offset, ...), innermost first."""
-    lines = []
-    for i in range(0, len(key), 2):
-        code = _CODES[key[i]]
-        lineno = _line_of(code, key[i + 1])
-        src = linecache.getline(code.co_filename, lineno).strip()
-        lines.append(f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {src}")
-    return lines
-
-
-_NOT_IN_FILE_NAMES = str.maketrans({"/": "_", "\\": "_", "\0": "_"})
-
-
-def _data_names(value: Any):
-    """The data_name of every item in a record's value (nested lists and dicts)."""
-    if isinstance(value, dict):
-        name = value.get("data_name")
-        if isinstance(name, str):
-            yield name
-        for v in value.values():
-            if isinstance(v, (dict, list)):
-                yield from _data_names(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _data_names(v)
-
-
-def tensor_file_name(key: str) -> str:
-    """The file of a saved tensor in dump_tensor_data/: `<key>.pt`, the key being the record's name and the
-    tensor's place. A key is user text (a save() name, a ModuleDict key such as "enc/0"): a path separator would
-    make it a path, out of the dump (save("../../x")) or into a folder that is not there (which stopped the
-    writer), so separators become "_"; a name too long for the file system is cut, with a hash of the whole."""
-    name = key.translate(_NOT_IN_FILE_NAMES)
-    if len(name.encode("utf-8")) > 200:
-        digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
-        name = name.encode("utf-8")[:150].decode("utf-8", "ignore") + "-" + digest
-    return name + ".pt"
 
 
 def flatten_tensors(value: Any, out: Optional[list] = None) -> list:

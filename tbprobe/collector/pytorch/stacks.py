@@ -1,0 +1,34 @@
+"""stack.json's stacks: a call's key is made in C (_cstats_stack.h) from the running frames, as plain ints; its
+lines are worked out once per distinct key. tbprobe's own frames are left out, decided once per code object."""
+import linecache
+import os
+from typing import Any, Dict, List, Optional
+
+import torch
+
+__all__ = ["CODES", "OWN_CODE", "TBPROBE_DIR", "format_stack"]
+
+TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OWN_CODE: Dict[int, Optional[bool]] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
+CODES: Dict[int, Any] = {}       # id(code object) -> the code object
+# (None: a dispatch frame, left out with its caller when that runs the mode's call again: _cstats_stack.h)
+_DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
+OWN_CODE[id(_DISPATCH_CODE)], CODES[id(_DISPATCH_CODE)] = None, _DISPATCH_CODE
+
+
+def _line_of(code: Any, lasti: int) -> int:
+    for start, end, line in code.co_lines():
+        if start <= lasti < end:
+            return line if line is not None else code.co_firstlineno
+    return code.co_firstlineno
+
+
+def format_stack(key: tuple) -> List[str]:
+    """Lines of a stack key (id(code), bytecode offset, id(code), offset, ...), innermost first."""
+    lines = []
+    for i in range(0, len(key), 2):
+        code = CODES[key[i]]
+        lineno = _line_of(code, key[i + 1])
+        src = linecache.getline(code.co_filename, lineno).strip()
+        lines.append(f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {src}")
+    return lines

@@ -1823,3 +1823,50 @@ def test_calls_in_a_backward_and_in_an_optimizers_closure_hang_under_the_module_
     assert construct["Module.0.Linear.forward.1"] is None
     assert construct["Functional.linear.2.forward"] == "Module.0.Linear.forward.1"
     assert any(parent == "optimizer" for parent in construct.values())   # the step's own operators
+
+
+class _RowRegion(torch.nn.Module):
+    """A row-parallel layer: its reduce region's backward calls torch, and its output is its caller's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return _CopyToRegion.apply(self.fc(x))
+
+
+class _Mlp(torch.nn.Module):   # Megatron's ParallelMLP: returns its RowParallelLinear's output as it is
+    def __init__(self):
+        super().__init__()
+        self.row = _RowRegion()
+
+    def forward(self, x):
+        return self.row(x)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mlp = _Mlp()
+
+    def forward(self, x):
+        return self.mlp(x)
+
+
+def test_calls_in_an_inner_modules_backward_hang_under_it_when_its_output_is_the_outer_ones(tmp_path):
+    """Modules ending on one autograd node (an inner module's output returned as it is by the modules around it)
+    begin their backward on that node's gradient, the inner one first: the outermost went on top of the open
+    backwards and the inner one's calls (a reduce region's collective) hung under it. As the reference: under the
+    innermost, at any depth."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), _Block())
+    dbg = make_debugger(tmp_path, level="mix", steps=1)
+    with dbg.collect(model):
+        model(torch.randn(2, 4)).sum().backward()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    construct = dump_of(tmp_path)["construct"]
+    assert construct["Torch.mul.0.forward"] == "Module.1.mlp.row._RowRegion.backward.0"
+    assert construct["Module.1.mlp.row._RowRegion.backward.0"] == "Module.1.mlp._Mlp.backward.0"
+    assert construct["Module.1.mlp._Mlp.backward.0"] == "Module.1._Block.backward.0"

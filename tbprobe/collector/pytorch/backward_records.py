@@ -82,7 +82,7 @@ class BackwardTracker:
             with _NoTorchFunction():
                 if out and not self.started:
                     self.started = True
-                    s.bw_open.append(self)   # (its backward runs: Session.backward_parent)
+                    _open(s.bw_open, self)   # (its backward runs: Session.backward_parent)
                 if not self.began and s.filter.contextual:
                     self._begin()
                 item = (s.items.item_at(grad, f"{self.name}.input" if out else f"{self.name}.output", i)
@@ -259,3 +259,29 @@ class NodeHook:
 
     def __call__(self, grad_inputs, grad_outputs):
         self.tr.on_node(grad_inputs, grad_outputs)
+
+
+def _open(bw_open: List[BackwardTracker], tr: BackwardTracker) -> None:
+    """`tr`'s backward begins: it goes in the list of open module backwards (innermost last) below those of the
+    modules inside it already open. Those began first where the modules end on one autograd node (an inner
+    module's output is the outer's own: Megatron's ParallelMLP returns its RowParallelLinear's), whose hooks run in
+    the order the forward ended: the inner module first. On top, the outer one took the calls of the inner's
+    backward (a custom Function's collective) as its own."""
+    pos = len(bw_open)
+    if pos and bw_open[-1].parent is not None and bw_open[-1].parent != tr.parent:
+        parents = {t.name: t.parent for t in bw_open}
+        while pos and _inside(bw_open[pos - 1], tr.name, parents):
+            pos -= 1
+    bw_open.insert(pos, tr)
+
+
+def _inside(t: BackwardTracker, outer: str, parents: dict) -> bool:
+    """Whether `t`'s module ran inside `outer`'s, by the parents of the open backward records."""
+    p = t.parent
+    for _ in range(len(parents) + 1):
+        if p == outer:
+            return True
+        if p is None:
+            return False
+        p = parents.get(p)
+    return False

@@ -303,7 +303,10 @@ def format_summary(result: GraphResult) -> str:
                      f"error {s['error']}, unmatched {s['unmatched']}")
         lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}")
     if s.get("overflow") or s.get("first_overflow"):
-        lines.append(f"  overflow nodes: {s['overflow']}, first overflow: {s['first_overflow'] or 'none'}")
+        # (the first overflow is where one starts: finite inputs, an inf/nan output; the other overflow levels are
+        # carried in, or the norm-ratio rule: "none" alone beside a count read as a contradiction)
+        first = s["first_overflow"] or "none (no node turns finite inputs into inf/nan)"
+        lines.append(f"  overflow nodes: {s['overflow']}, first overflow: {first}")
     for side, keys in (s.get("left_out") or {}).items():   # type: ignore[union-attr]
         shown = ", ".join(f"step {st} rank {r}" for st, r in keys[:8]) + (f" and {len(keys) - 8} more"
                                                                              if len(keys) > 8 else "")

@@ -246,3 +246,16 @@ def test_a_compare_of_runs_with_different_ranks_compares_the_ranks_both_have(tmp
 def test_graph_visualize_is_the_graph_command_under_the_references_name(tmp_path, capsys):
     assert main(["graph_visualize", "-tp", str(F / "npu_stat"), "-o", str(tmp_path / "b"), "-q"]) == 0
     assert "48 debug nodes" in capsys.readouterr().out
+
+
+def test_a_summary_with_overflows_but_no_first_one_says_why(tmp_path, capsys):
+    """Overflow nodes whose inputs were already bad (level medium) are counted, and none is where an overflow
+    starts: the summary read "overflow nodes: 1, first overflow: none", a contradiction to its reader."""
+    from tests.graph_builder import synth
+
+    nan = synth.tensor((2, 2), mx=float("nan"), mn=float("nan"), mean=float("nan"), norm=float("nan"))
+    folder = synth.simple_rank(tmp_path / "dump" / "step0" / "rank0",
+                               {"Torch.mul.0.forward": synth.api_entry([nan], [nan])}, {"Torch.mul.0.forward": None})
+    assert main(["graph", "-tp", str(folder), "-o", str(tmp_path / "b"), "-oc", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "overflow nodes: 1, first overflow: none (no node turns finite inputs into inf/nan)" in out, out

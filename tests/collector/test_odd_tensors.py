@@ -426,3 +426,21 @@ def test_md5_of_an_empty_tensor_is_the_checksum_of_no_bytes_and_of_a_meta_tensor
         empty, meta, ones = json.load(f)["data"]["Module.take.Take.forward.0"]["input_args"]
     assert empty["md5"] == "00000000" and meta["md5"] is None
     assert ones["md5"] == "%08x" % zlib.crc32(torch.ones(2).numpy().tobytes())
+
+
+def test_the_subclasses_the_reference_names_keep_their_type(tmp_path):
+    """An AsyncCollectiveTensor (what a functional collective, DTensor's RowwiseParallel, returns) and a jagged
+    nested tensor were written as "torch.Tensor"; the reference writes their own type (for the first with null
+    statistics: tbprobe keeps the values, which the collective's wait makes there)."""
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+
+    values = torch.tensor([1.0, -2.0, 3.0])
+    jagged = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(1, 3)], layout=torch.jagged)
+    dbg, data, _ = _collect_l1(tmp_path, lambda: (torch.relu(AsyncCollectiveTensor(values)), torch.mul(jagged, 2.0)))
+    assert dbg.hook_errors == 0
+    act = data["Torch.relu.0.forward"]["input_args"][0]
+    assert act["type"] == "torch.distributed._functional_collectives.AsyncCollectiveTensor"
+    assert act["Max"] == 3.0 and act["Min"] == -2.0
+    nested = data["Torch.mul.0.forward"]["input_args"][0]
+    assert nested["type"] == "torch.nested._internal.nested_tensor.NestedTensor" and nested["Max"] == 1.0
+    assert data["Torch.mul.0.forward"]["input_args"][1] == {"type": "float", "value": 2.0}

@@ -24,6 +24,26 @@ def _is_dtensor(t: torch.Tensor) -> bool:
     return type(t) not in _PLAIN and type(t).__name__ == "DTensor"
 
 
+# the tensor subclasses whose items the reference writes under their own type (others are "torch.Tensor"), by the
+# module and class name it writes; a subclass of one of them counts as it
+_REFERENCE_TYPES = (("torch.distributed._functional_collectives", "AsyncCollectiveTensor"),
+                    ("torch.nested._internal.nested_tensor", "NestedTensor"),
+                    ("torch._subclasses.fake_tensor", "FakeTensor"))
+_TYPE_NAMES: dict = {}   # tensor type -> the item's "type"
+
+
+def _type_name(cls: type) -> str:
+    name = _TYPE_NAMES.get(cls)
+    if name is None:
+        name = "torch.Tensor"
+        for module, cname in _REFERENCE_TYPES:
+            if any(k.__name__ == cname and k.__module__ == module for k in cls.__mro__):
+                name = f"{module}.{cname}"
+                break
+        _TYPE_NAMES[cls] = name
+    return name
+
+
 _PLACEMENT_FIELDS = ("dim", "split_factor", "reduce_op")   # (torch's placements are C++ objects: no fields list)
 
 
@@ -150,7 +170,7 @@ class ItemMaker:
         # a tensor torch's reductions refuse (odd_tensors): its shape, statistics, checksum bytes and saved form
         # come from odd_tensors, the statistics computed at once
         odd = odd_tensors.is_odd(t)
-        item = {"type": "torch.Tensor", "dtype": _dtype_name(t.dtype),
+        item = {"type": _type_name(type(original if wrapped else t)), "dtype": _dtype_name(t.dtype),
                 "shape": odd_tensors.shape_of(t) if odd else list(t.shape)}
         data = is_summarisable(t)
         if self.summary_mode == "xor" and not self.structure:
@@ -191,7 +211,7 @@ class ItemMaker:
     def _unreadable_item(self, requires_grad: bool, like: torch.Tensor) -> dict:
         """The item of a tensor whose values cannot be read: its metadata, statistics null (as the reference
         writes a wrapper subclass's)."""
-        item = {"type": "torch.Tensor", "dtype": _dtype_name(like.dtype), "shape": list(like.shape)}
+        item = {"type": _type_name(type(like)), "dtype": _dtype_name(like.dtype), "shape": list(like.shape)}
         if self.summary_mode == "xor" and not self.structure:
             item["md5"] = None
         elif not self.structure:

@@ -1640,6 +1640,44 @@ def test_a_module_output_is_recorded_before_the_users_forward_hooks_change_it(tm
     assert sorted(pair) == ["a", "b"] and pair["b"]["Max"] == pytest.approx(2 * pair["a"]["Max"])
 
 
+@pytest.mark.parametrize("level", ["L0", "mix"])
+@pytest.mark.parametrize("how", ["replace", "in place"])
+def test_a_users_forward_hook_changing_the_output_leaves_the_modules_record_whole(tmp_path, level, how):
+    """A forward hook registered before start() that returns another output (`o * 2`) left the forward record
+    on the module's own output but its backward on the gradient of the hook's (half the module's); one that
+    changes the output in place (`o.mul_(2)`) was seen in the forward record too. Both records are the module's
+    own now, as the reference's, and at mix the hook's operators hang beside the module, not inside it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    seen = {}
+
+    def hook(mod, args, out):
+        seen["out"] = out.detach().clone()
+        out.register_hook(lambda g: seen.__setitem__("grad", g.clone()))
+        return out.mul_(2) if how == "in place" else out * 2
+
+    model[0].register_forward_hook(hook)
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    with dbg.collect(model):
+        model(torch.randn(3, 4)).pow(2).sum().backward()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    dump = dump_of(tmp_path)
+    data, construct = dump["dump"]["data"], dump["construct"]
+    out = data["Module.0.Linear.forward.0"]["output"][0]
+    assert out["Max"] == pytest.approx(seen["out"].max().item()) and out["Norm"] == pytest.approx(
+        seen["out"].norm().item())
+    assert sorted(data["Module.0.Linear.forward.0"]["parameters"]) == ["bias", "weight"]
+    grad = data["Module.0.Linear.backward.0"]["input"][0]
+    assert grad["Norm"] == pytest.approx(seen["grad"].norm().item())
+    if level == "mix":
+        mul = "Tensor.mul_.0" if how == "in place" else "Tensor.__mul__.0"
+        assert construct[f"{mul}.forward"] is None and construct["Functional.linear.0.forward"] == (
+            "Module.0.Linear.forward.0")
+        names = list(data)
+        assert names.index("Module.0.Linear.forward.0") < names.index(f"{mul}.forward")
+
+
 def test_a_module_whose_extra_outputs_get_no_gradient_completes_with_its_inputs(tmp_path):
     """An LSTM's (h, c) get no gradient when only its output is used: its record waited for them and was written
     at the step's end, so the backward records came in forward order; they come in completion order now, as in

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
+from tbprobe.collector._cstats import untrack_tree
 from tbprobe.collector.pytorch.own_hook import own_hook
 from tbprobe.collector.pytorch.param_grads import ParamGrads, parameter_items, params_changed
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
@@ -36,13 +37,15 @@ except ImportError:
 class _Call:
     # `start` and `ins` (the call's inputs that require grad): for _cgrad.hook_consumers when the call ends;
     # `listeners`: {input index: NodeTrackers of calls inside that returned that input as it is}
-    # `raw`: the module's own output, where forward hooks of the user's run after it (_hook_module)
-    __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs", "start", "ins", "listeners", "raw")
+    # `ended`: the call was ended by _end_own_output, before forward hooks of the user's ran (_hook_module);
+    # `entry`: its record then, whose parameters the post-hook adds
+    __slots__ = ("name", "parent", "args_items", "kwargs_items", "inputs", "start", "ins", "listeners", "ended",
+                 "entry")
 
     def __init__(self, name, parent, args_items, kwargs_items, inputs, start=None, ins=None):
         self.name, self.parent, self.args_items, self.kwargs_items, self.inputs = (
             name, parent, args_items, kwargs_items, inputs)
-        self.start, self.ins, self.listeners, self.raw = start, ins, None, None
+        self.start, self.ins, self.listeners, self.ended, self.entry = start, ins, None, False, None
 
 
 class _Hooked:
@@ -167,10 +170,12 @@ class ModuleHooks:
         pg = ParamGrads(self, base, []) if any(p is not None for p in mod._parameters.values()) else None
         try:
             if mod._forward_hooks:
-                # forward hooks registered before ours may change the output: the module's own is recorded, as
-                # the reference records it (one more hook, first, keeps it). Ours stays after them: FSDP2's
-                # post-forward reshards the parameters, which are recorded as each rank's shard.
-                handles.append(mod.register_forward_hook(own_hook(self._keep_output), prepend=True))
+                # forward hooks registered before ours may change the output, in place too, or return another:
+                # the call ends (its output's items, its backward on that output's gradient) in one more hook,
+                # first, as the reference records it; what those hooks run hangs beside the module, not in it.
+                # Its parameters wait for the post-hook, after them: FSDP2's post-forward reshards the
+                # parameters, which are recorded as each rank's shard.
+                handles.append(mod.register_forward_hook(own_hook(self._end_own_output), prepend=True))
             handles.append(mod.register_forward_pre_hook(own_hook(self._pre(base, pg)), with_kwargs=True))
             # always_call: the post-hook also runs when the forward raises, so a call the user's code survives
             # (an exception caught within the step) leaves no stale parent behind for the calls after it
@@ -187,10 +192,12 @@ class ModuleHooks:
         if pg is not None and owners is not None:
             owners.append((mod, pg))
 
-    def _keep_output(self, mod: torch.nn.Module, args: tuple, output: Any) -> None:
+    def _end_own_output(self, mod: torch.nn.Module, args: tuple, output: Any) -> None:
         calls = self._calls.get(id(mod))
-        if calls:
-            calls[-1].raw = output
+        if calls and self.session.active and not calls[-1].ended:
+            call = calls[-1]
+            call.ended = True
+            self._end(mod, call, output, False, None, with_parameters=False)
 
     def begin_step(self) -> None:
         """Forget the calls a step left open (a forward that raised where no post-hook ran: under
@@ -286,64 +293,97 @@ class ModuleHooks:
             if not calls or not s.active:
                 return None
             call = calls.pop()
-            if s.share_calls and s.share_calls[-1] is call:
-                s.share_calls.pop()
-            if s.scope_ids is not None and id(mod) in s.scope_ids:   # (a call begun before capture() is not counted)
-                s.scope_depth -= 1
-            if s.fw_stack and s.fw_stack[-1] == call.name:
-                s.fw_stack.pop()
-            if s.filter.contextual:
-                s.filter.note_end(call.name)
-            if s.busy:
+            if call.ended:
+                self._after_user_hooks(mod, call, output)
                 return None
             exc = sys.exc_info()[1] if output is None else None
-            raised = exc is not None
-            if s.deferred:
-                s.flush_deferred()
-            s.busy += 1
-            guard = _NoTorchFunction()
-            guard.__enter__()
-            try:
-                name = call.name
-                s.record.add_construct(name, call.parent)
-                if raised:
-                    # the forward raised (see always_call): a record of its inputs alone, as the reference keeps.
-                    # (A forward returning None while the user's code handles an exception is taken for one that
-                    # raised.) A checkpoint's recomputation stopped inside the module is recorded as the
-                    # reference records it: with a null output and the module's parameters.
-                    if s.record_data(name):
-                        entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items}
-                        if _StopRecomputationError is not None and isinstance(exc, _StopRecomputationError):
-                            entry["output"] = [None]
-                            entry["parameters"] = parameter_items(s.items, name, mod)
-                        s.add_entry(name, entry)
-                    return None
-                if s.record_data(name):
-                    items = s.items
-                    shown = output if call.raw is None else call.raw
-                    if isinstance(shown, tuple) and hasattr(shown, "_fields"):
-                        out_items = items.value(shown, f"{name}.output")   # a namedtuple: by field, as the reference
-                    else:
-                        out_items = items.list_items(shown if isinstance(shown, (list, tuple)) else [shown],
-                                                     f"{name}.output")
-                    entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items,
-                             "output": out_items, "parameters": parameter_items(items, name, mod)}
-                    s.add_entry(name, entry)
-                outs = flatten_tensors(output)
-                s.note_producer(name, outs, overwrite=False)
-                if call.inputs is not None:
-                    grads = [t for t in outs if t.requires_grad]
-                    used = () if call.start is None else s.finish_input_shares(
-                        call.inputs, call.start, call.ins, grads, _c_hook_consumers, call.listeners)
-                    s.finish_backward(call.inputs, grads, used)
-            except Exception as exc:
-                s.guard.report("module forward hook", exc)
-            finally:
-                guard.__exit__(None, None, None)
-                s.busy -= 1
+            self._end(mod, call, output, exc is not None, exc, with_parameters=True)
             return None
 
         return post_hook
+
+    def _end(self, mod: torch.nn.Module, call: _Call, output: Any, raised: bool, exc: Optional[BaseException],
+             with_parameters: bool) -> None:
+        """The call's end: its record (its parameters' items unless `with_parameters` is False: _add_parameters
+        adds them) and the hooks for its backward on `output`'s gradients."""
+        s = self.session
+        if s.share_calls and s.share_calls[-1] is call:
+            s.share_calls.pop()
+        if s.scope_ids is not None and id(mod) in s.scope_ids:   # (a call begun before capture() is not counted)
+            s.scope_depth -= 1
+        if s.fw_stack and s.fw_stack[-1] == call.name:
+            s.fw_stack.pop()
+        if s.filter.contextual:
+            s.filter.note_end(call.name)
+        if s.busy:
+            return
+        if s.deferred:
+            s.flush_deferred()
+        s.busy += 1
+        guard = _NoTorchFunction()
+        guard.__enter__()
+        try:
+            name = call.name
+            s.record.add_construct(name, call.parent)
+            if raised:
+                # the forward raised (see always_call): a record of its inputs alone, as the reference keeps.
+                # (A forward returning None while the user's code handles an exception is taken for one that
+                # raised.) A checkpoint's recomputation stopped inside the module is recorded as the
+                # reference records it: with a null output and the module's parameters.
+                if s.record_data(name):
+                    entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items}
+                    if _StopRecomputationError is not None and isinstance(exc, _StopRecomputationError):
+                        entry["output"] = [None]
+                        entry["parameters"] = parameter_items(s.items, name, mod)
+                    s.add_entry(name, entry)
+                return
+            if s.record_data(name):
+                items = s.items
+                if isinstance(output, tuple) and hasattr(output, "_fields"):
+                    out_items = items.value(output, f"{name}.output")   # a namedtuple: by field, as the reference
+                else:
+                    out_items = items.list_items(output if isinstance(output, (list, tuple)) else [output],
+                                                 f"{name}.output")
+                entry = {"input_args": call.args_items, "input_kwargs": call.kwargs_items, "output": out_items,
+                         "parameters": parameter_items(items, name, mod) if with_parameters else None}
+                s.add_entry(name, entry)
+                if not with_parameters:
+                    call.entry = entry
+            outs = flatten_tensors(output)
+            s.note_producer(name, outs, overwrite=False)
+            if call.inputs is not None:
+                grads = [t for t in outs if t.requires_grad]
+                used = () if call.start is None else s.finish_input_shares(
+                    call.inputs, call.start, call.ins, grads, _c_hook_consumers, call.listeners)
+                s.finish_backward(call.inputs, grads, used)
+        except Exception as exc:
+            s.guard.report("module forward hook", exc)
+        finally:
+            guard.__exit__(None, None, None)
+            s.busy -= 1
+
+    def _after_user_hooks(self, mod: torch.nn.Module, call: _Call, output: Any) -> None:
+        """After the user's forward hooks, for a call _end_own_output ended: its parameters' items, and the output
+        the hooks gave noted as the module's for the data flow (its own may be changed in place, or replaced),
+        unless a recorded operator in a hook made it."""
+        s = self.session
+        if s.busy:
+            return
+        s.busy += 1
+        guard = _NoTorchFunction()
+        guard.__enter__()
+        try:
+            entry, call.entry = call.entry, None
+            if entry is not None and "parameters" in entry:   # (not left out by data_mode)
+                entry["parameters"] = parameter_items(s.items, call.name, mod)
+                untrack_tree(entry)
+            if output is not None:
+                s.note_producer(call.name, flatten_tensors(output), overwrite=False)
+        except Exception as exc:
+            s.guard.report("module forward hook", exc)
+        finally:
+            guard.__exit__(None, None, None)
+            s.busy -= 1
 
 
 def _drop_code_compiled_without_hooks(report) -> None:

@@ -70,7 +70,8 @@ static void count_nonfinite(const float *p, int n, Summary *out) {
 }
 
 /* A block's last values, from i to n, one at a time, summed in double (so a tensor of a few values gets the same
-   bits whichever block runs): they start the block's Max, Min and Sum. */
+   bits whichever block runs): they start the block's Max, Min and Sum. Their squares are float32's, as the
+   lanes' are. */
 static inline void block_tail(const float *p, int i, int n, float *bmax, float *bmin, double *bsum, Summary *out) {
     float hi = -INFINITY, lo = INFINITY;
     double sum = 0;
@@ -79,7 +80,11 @@ static inline void block_tail(const float *p, int i, int n, float *bmax, float *
         hi = v > hi ? v : hi;
         lo = v < lo ? v : lo;
         sum += v;
-        out->sumsq += (double)v * v;
+        /* (squared in float, as the lanes square: a square below float32's range is 0 here too, as in torch's
+           norm, not counted for the last few values alone, which made an all-tiny tensor's Norm depend on its
+           length modulo the lanes) */
+        float sq = v * v;
+        out->sumsq += sq;
         out->zeros += (v == 0.0f);
     }
     *bmax = hi;

@@ -263,6 +263,18 @@ def test_host_kernel_agrees_with_torch_kernels(dtype, n, block):
     assert host[4:] == kernels[4:] == [int((t == 0).sum()), 0, 0]
 
 
+@pytest.mark.parametrize("n", [3, 9, 16, 100, 1000, 100000])
+def test_the_norm_of_values_whose_squares_underflow_does_not_depend_on_the_length(n, block):
+    """The last values of a block (past its full vectors) were squared in double, the others in float32, where
+    a square below 1.2e-38 is 0: an all-tiny tensor (a vanishing gradient, |x| = 3e-30) got a Norm from its
+    length modulo the lanes (0 for 16 values, 6e-30 for 100). Its squares are float32's everywhere now, as
+    torch's norm takes them (0, as torch and the reference say)."""
+    t = torch.full((n,), 3e-30)
+    host, kernels = _row(t), _row(t, host=False)
+    assert host[3] == kernels[3] == t.norm().item() == 0.0
+    assert host[0] == pytest.approx(3e-30) and host[4] == 0   # (Max, and no zeros: the values are there)
+
+
 def _views(dtype):
     """Views that are not contiguous, each with a name: transposed, permuted, sliced with a step, expanded (a
     zero stride), a column, over sizes that cross the blocks' edges, and NaN/Inf inside one."""

@@ -273,7 +273,8 @@ def test_operators_inside_func_grad_are_grad_tracking_tensors(tmp_path, dtype):
 def test_per_sample_losses_inside_vmap_of_grad(tmp_path):
     """Per-sample gradients, torch.func's own example: vmap(grad(loss)) makes each call's loss a 0-dim float32
     wrapper, which the 0-dim fast path once read with .item() (refused inside vmap: a hook error, the record lost).
-    Its statistics are those of the per-sample losses under it."""
+    Its statistics are those of the per-sample losses under it, and so is its shape (it was the wrapper's own,
+    [], beside a Max and a Min apart)."""
     torch.manual_seed(0)
     w, xs = torch.randn(3), torch.randn(5, 3)
 
@@ -283,7 +284,7 @@ def test_per_sample_losses_inside_vmap_of_grad(tmp_path):
     dbg, data, g = _collect_l1(tmp_path, per_sample)
     assert dbg.hook_errors == 0
     loss = data["Tensor.sum.0.forward"]["output"][0]
-    assert loss["type"] == "GradTrackingTensor" and loss["dtype"] == "torch.float32" and loss["shape"] == []
+    assert loss["type"] == "GradTrackingTensor" and loss["dtype"] == "torch.float32" and loss["shape"] == [5]
     want = xs @ w
     assert loss["Max"] == pytest.approx(want.max().item()) and loss["Min"] == pytest.approx(want.min().item())
     assert loss["Mean"] == pytest.approx(want.mean().item())

@@ -38,20 +38,18 @@ _functorch = getattr(torch._C, "_functorch", None)
 
 def functorch_view(t: torch.Tensor) -> Optional[Tuple[str, List[int], torch.Tensor]]:
     """None for a tensor that is not a functorch wrapper; else (type, shape, plain) as the reference reports it:
-    - a BatchedTensor (inside vmap) has type "BatchedTensor" and the shape of the tensor under all its vmap levels
-      (the batch dimensions included);
-    - a GradTrackingTensor (inside torch.func.grad) has type "GradTrackingTensor" and its own shape.
-    `plain` is the tensor under every functorch level, whose values the statistics describe."""
+    a BatchedTensor (inside vmap) has type "BatchedTensor", a GradTrackingTensor (inside torch.func.grad)
+    "GradTrackingTensor". `plain` is the tensor under every functorch level, whose values the statistics describe,
+    and the shape is its own: the batch dimensions of every vmap level included, as the reference gives a
+    BatchedTensor's. (A GradTrackingTensor's own shape, which a wrapper inside vmap has per sample, stood beside
+    the statistics of the whole batch: a scalar's "shape" [] with a Max and a Min apart.)"""
     if _functorch is None or not _functorch.is_functorch_wrapped_tensor(t):
         return None
     kind = "BatchedTensor" if _functorch.is_batchedtensor(t) else "GradTrackingTensor"
-    shown = t
-    while _functorch.is_batchedtensor(shown):
-        shown = _functorch.get_unwrapped(shown)
-    plain = shown
+    plain = t
     while _functorch.is_functorch_wrapped_tensor(plain):
         plain = _functorch.get_unwrapped(plain)
-    return kind, list(shown.shape), plain
+    return kind, list(plain.shape), plain
 
 
 def is_odd(t: torch.Tensor) -> bool:

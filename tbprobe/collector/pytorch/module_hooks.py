@@ -304,7 +304,7 @@ class ModuleHooks:
 
     def _end(self, mod: torch.nn.Module, call: _Call, output: Any, raised: bool, exc: Optional[BaseException],
              with_parameters: bool) -> None:
-        """The call's end: its record (its parameters' items unless `with_parameters` is False: _add_parameters
+        """The call's end: its record (its parameters' items unless `with_parameters` is False: _after_user_hooks
         adds them) and the hooks for its backward on `output`'s gradients."""
         s = self.session
         if s.share_calls and s.share_calls[-1] is call:

@@ -70,8 +70,7 @@ static void count_nonfinite(const float *p, int n, Summary *out) {
 }
 
 /* A block's last values, from i to n, one at a time, summed in double (so a tensor of a few values gets the same
-   bits whichever block runs): they start the block's Max, Min and Sum. Their squares are float32's, as the
-   lanes' are. */
+   bits whichever block runs): they start the block's Max, Min and Sum. */
 static inline void block_tail(const float *p, int i, int n, float *bmax, float *bmin, double *bsum, Summary *out) {
     float hi = -INFINITY, lo = INFINITY;
     double sum = 0;
@@ -80,11 +79,11 @@ static inline void block_tail(const float *p, int i, int n, float *bmax, float *
         hi = v > hi ? v : hi;
         lo = v < lo ? v : lo;
         sum += v;
-        /* (squared in float, as the lanes square: a square below float32's range is 0 here too, as in torch's
-           norm, not counted for the last few values alone, which made an all-tiny tensor's Norm depend on its
-           length modulo the lanes) */
-        float sq = v * v;
-        out->sumsq += sq;
+        /* (in double, so that a tensor of a few values gets torch's bits; but a square that float32 rounds to 0,
+           as the lanes' and torch's norm do, is 0 here too: counted for the last few values alone, it made an
+           all-tiny tensor's Norm depend on its length modulo the lanes) */
+        double sq = (double)v * v;
+        out->sumsq += sq > 0x1p-150 ? sq : 0.0;
         out->zeros += (v == 0.0f);
     }
     *bmax = hi;

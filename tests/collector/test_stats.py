@@ -267,8 +267,8 @@ def test_host_kernel_agrees_with_torch_kernels(dtype, n, block):
 def test_the_norm_of_values_whose_squares_underflow_does_not_depend_on_the_length(n, block):
     """The last values of a block (past its full vectors) were squared in double, the others in float32, where
     a square below 1.2e-38 is 0: an all-tiny tensor (a vanishing gradient, |x| = 3e-30) got a Norm from its
-    length modulo the lanes (0 for 16 values, 6e-30 for 100). Its squares are float32's everywhere now, as
-    torch's norm takes them (0, as torch and the reference say)."""
+    length modulo the lanes (0 for 16 values, 6e-30 for 100). A square float32 rounds to 0 is 0 in the tail too
+    now, as in the lanes and in torch's norm (0, as torch and the reference say)."""
     t = torch.full((n,), 3e-30)
     host, kernels = _row(t), _row(t, host=False)
     assert host[3] == kernels[3] == t.norm().item() == 0.0

@@ -634,6 +634,32 @@ def test_an_operator_with_one_node_per_output_gets_its_first_output_s_backward(t
     assert [i["shape"] for i in attn["input"]] == [[3, 1, 4]]
 
 
+def test_an_operator_whose_first_output_needs_no_gradient_has_no_backward_record(tmp_path):
+    """broadcast_tensors of an int index and float logits (what Categorical.log_prob calls) got a backward
+    record from its second output's node: the logits' producer's node when no expansion was needed (another call's
+    gradients, in its count and places), the expansion's otherwise. msprobe hooks the first output alone, which
+    needs no gradient: no record. A call whose first output needs one keeps its record."""
+    dbg = make_debugger(tmp_path, level="L1", risk_level="ALL")
+    f = torch.randn(4, 4, requires_grad=True)
+    col = torch.randn(4, 1, requires_grad=True)
+    dbg.start()
+    logits = torch.mul(f, 3)
+    idx, same = torch.broadcast_tensors(torch.zeros(4, 1, dtype=torch.long), logits)   # no expansion
+    _, wide = torch.broadcast_tensors(torch.ones(4, 4), col)                           # an expansion
+    kept, _ = torch.broadcast_tensors(col, torch.ones(4, 4))                           # first output needs one
+    (same.sum() + wide.sum() + kept.sum()).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    assert "Torch.broadcast_tensors.0.forward" in data and "Torch.broadcast_tensors.1.forward" in data
+    assert "Torch.broadcast_tensors.0.backward" not in data and "Torch.broadcast_tensors.1.backward" not in data
+    kept_bw = data["Torch.broadcast_tensors.2.backward"]   # the expansion of col: its gradient in, col's out
+    assert [(i["shape"], i["Max"]) for i in kept_bw["input"]] == [([4, 4], 1.0)]
+    assert [(i["shape"], i["Max"]) for i in kept_bw["output"]] == [([4, 1], 4.0)]
+    assert data["Torch.mul.0.backward"]["input"][0]["Max"] == 1.0
+
+
 def test_dataflow_links_the_tensors_of_a_list_argument(tmp_path):
     """torch.cat([c, d]) had no dataflow entry: only top-level positional tensors were linked. Its slots are named
     as its items are, `0.0` and `0.1`. (cat is a low-risk call, recorded with data at risk_level ALL.)"""

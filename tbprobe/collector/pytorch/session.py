@@ -351,8 +351,12 @@ class Session:
         hooked: List[Any] = []     # the outputs whose nodes make the call's backward
         shares: List[int] = []
         call = self.share_calls[-1] if self.share_calls else None
-        for t in outputs:
-            if isinstance(t, torch.Tensor) and t.requires_grad:
+        # the first tensor output alone, as the reference hooks it: where that one needs no gradient there is no
+        # backward record (broadcast_tensors of an int index and float logits, as Categorical.log_prob calls it,
+        # got the record of its second output's node: the producer's, another call's gradients)
+        first = next((t for t in outputs if isinstance(t, torch.Tensor)), None)
+        for t in (first,) if first is not None else ():
+            if t.requires_grad:
                 if call is not None:
                     i = next((k for k, x in enumerate(call.ins) if x is t), None)
                     # (an in-place call returns its input too, with a node of its own: that node is its backward)
@@ -361,10 +365,8 @@ class Session:
                             shares.append(i)
                         continue
                 hooked.append(t)
-        # the first output's node alone, as the reference hooks it: with one node per output (tensor_split's,
-        # MultiheadAttention's output and weights) the record joined every node's gradients in the order the
-        # engine reached them, so its input.0 was not output 0's gradient
-        del hooked[1:]
+        # (with one node per output, tensor_split's, MultiheadAttention's output and weights, the record once
+        # joined every node's gradients in the order the engine reached them: its input.0 was not output 0's)
         if not hooked and not shares:
             return
         tr = NodeTracker(self, name, parent.replace(".forward.", ".backward.")

@@ -228,6 +228,41 @@ def test_tensors_a_collective_writes_are_summarised_anew_by_keyword_in_a_batch_a
 
 
 
+def _receive_buffer_worker(rank: int, dump: str, port: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dbg = PrecisionDebugger(dump_path=dump, task="tensor", level="L1", step=[0])
+    dbg.start()
+    t = torch.full((3,), 5.0) if rank == 0 else torch.empty(3)
+    for work in dist.batch_isend_irecv([dist.P2POp(dist.isend if rank == 0 else dist.irecv, t, 1 - rank)]):
+        work.wait()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_an_irecv_buffer_in_a_batch_gets_no_tensor_file(tmp_path):
+    """With task tensor, the irecv buffer's leftovers, null in the record's input, were still written to a file
+    no record names."""
+    dump = str(tmp_path / "dump")
+    mp.spawn(_receive_buffer_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    name = "Distributed.batch_isend_irecv.0.forward"
+    for rank, want in ((0, [f"{name}.input.0.0.pt", f"{name}.output.0.0.pt"]), (1, [f"{name}.output.0.0.pt"])):
+        rank_dir = os.path.join(dump, "step0", f"rank{rank}")
+        assert sorted(os.listdir(os.path.join(rank_dir, "dump_tensor_data"))) == want, rank
+        with open(os.path.join(rank_dir, "dump.json")) as f:
+            (op,) = json.load(f)["data"][name]["input_args"][0]
+        assert (op["tensor"] is None) == (rank == 1)
+
+
 def _late_rank_worker(rank: int, dump: str, port: int) -> None:
     import torch
     import torch.distributed as dist

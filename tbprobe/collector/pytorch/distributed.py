@@ -212,7 +212,7 @@ class DistributedCapture:
                 kwargs_items = {k: None if k == hole_key else s.items.value(v, f"{name}.kwargs.{k}")
                                 for k, v in kwargs.items()} if keep else None
                 if api == "batch_isend_irecv" and keep:
-                    _receiving_ops_empty(args_items, kwargs_items)
+                    s.forget_files(_receiving_ops_empty(args_items, kwargs_items))
                 if keep or s.stack_only(name):
                     s.add_stack(name, 2)
             except Exception as exc:
@@ -261,14 +261,18 @@ class DistributedCapture:
         return wrapper
 
 
-def _receiving_ops_empty(args_items: list, kwargs_items: dict) -> None:
+def _receiving_ops_empty(args_items: list, kwargs_items: dict) -> list:
     """batch_isend_irecv's input: an irecv P2POp's tensor is its destination buffer (what the allocator left
-    there, NaN at times: a false overflow in the graph), null as recv's and irecv's own are."""
+    there, NaN at times: a false overflow in the graph), null as recv's and irecv's own are. Returns the items
+    taken out (their task tensor files are not written)."""
+    removed = []
     for ops in list(args_items) + list(kwargs_items.values()):
         if isinstance(ops, list):
             for item in ops:
                 if isinstance(item, dict) and item.get("op") == "irecv":
+                    removed.append(item["tensor"])
                     item["tensor"] = None
+    return removed
 
 
 def _written(args: tuple, kwargs: dict) -> List[Any]:

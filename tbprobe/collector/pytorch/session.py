@@ -170,16 +170,21 @@ class Session:
             dropped += [entry.pop(key, None) for key in ("input_args", "input_kwargs", "input")]
         if not f.outputs:
             dropped += [entry.pop("output", None), entry.pop("parameters", None)]
-        if dropped and self.record.tensor_files:
-            # the files of the side left out are not written (task tensor, tensor_list)
-            names = set(data_names(dropped))
-            if names:
-                files = self.record.tensor_files
-                for f in files:
-                    if f[0] in names and isinstance(f[1], Spilled):
-                        _unlink(f[1].path)
-                self.record.tensor_files = [f for f in files if f[0] not in names]
+        if dropped:
+            self.forget_files(dropped)
         self.record.add_entry(name, entry)
+
+    def forget_files(self, values: list) -> None:
+        """The tensor files (task tensor, tensor_list) of items left out of their record are not written."""
+        if not self.record.tensor_files:
+            return
+        names = set(data_names(values))
+        if names:
+            files = self.record.tensor_files
+            for f in files:
+                if f[0] in names and isinstance(f[1], Spilled):
+                    _unlink(f[1].path)
+            self.record.tensor_files = [f for f in files if f[0] not in names]
 
     def skip_data(self, name: str) -> None:
         self._data_names[name] = False

@@ -25,7 +25,7 @@ LIVE_SHARE_WAIT = 9.0
 class StepOutputs:
     def __init__(self, dump_path: str, guard: HookGuard, live: bool, interval: float) -> None:
         self.guard = guard
-        self.events: Optional[HealthEvents] = HealthEvents(dump_path)
+        self.events = HealthEvents(dump_path)
         self.live: Optional[LiveGraph] = LiveGraph(dump_path) if live else None
         self.interval = interval
         self.closing = False          # set by the debugger's close: the step written now is brought in at once
@@ -35,11 +35,10 @@ class StepOutputs:
 
     def on_written(self, out_dir: str, step: int, health: dict, newest: bool) -> None:
         health = dict(health, hook_errors=float(self.guard.total))
-        if self.events is not None:
-            try:
-                self.events.write(os.path.basename(out_dir), step, health)
-            except Exception as exc:
-                self.guard.report("event file", exc)
+        try:
+            self.events.write(os.path.basename(out_dir), step, health)
+        except Exception as exc:
+            self.guard.report("event file", exc)
         if self.live is None:
             return
         now = time.monotonic()
@@ -74,7 +73,6 @@ class StepOutputs:
         if self.live is not None and self._skipped is not None:
             self._update_live(*self._skipped)
             self._skipped = None
-        if self.events is not None:
-            self.events.close()
+        self.events.close()
         if self.live is not None:
             self.live.close()

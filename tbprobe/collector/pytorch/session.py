@@ -359,16 +359,13 @@ class Session:
         # the first tensor output alone, as the reference hooks it: where that one needs no gradient there is no
         # backward record (broadcast_tensors of an int index and float logits, as Categorical.log_prob calls it,
         # got the record of its second output's node: the producer's, another call's gradients)
-        first = next((t for t in outputs if isinstance(t, torch.Tensor)), None)
-        for t in (first,) if first is not None else ():
-            if t.requires_grad:
-                if call is not None:
-                    i = next((k for k, x in enumerate(call.ins) if x is t), None)
-                    # (an in-place call returns its input too, with a node of its own: that node is its backward)
-                    if i is not None and _same_edge(call.start, i, t):
-                        if i not in shares:
-                            shares.append(i)
-                        continue
+        t = next((t for t in outputs if isinstance(t, torch.Tensor)), None)
+        if t is not None and t.requires_grad:
+            i = next((k for k, x in enumerate(call.ins) if x is t), None) if call is not None else None
+            # (an in-place call returns its input too, with a node of its own: that node is its backward)
+            if i is not None and _same_edge(call.start, i, t):
+                shares.append(i)
+            else:
                 hooked.append(t)
         # (with one node per output, tensor_split's, MultiheadAttention's output and weights, the record once
         # joined every node's gradients in the order the engine reached them: its input.0 was not output 0's)

@@ -1,6 +1,7 @@
 """The collector: PrecisionDebugger and its hooks (framework-neutral core, one adapter per framework).
 
-Core (no framework import): config, naming, filters, recorder, writer, events, live_graph, guard.
+Core (no framework import): config, naming, filters, recorder, writer, events, live_graph, step_outputs, guard
+(tests/collector/test_seam.py checks it).
 PyTorch adapter: tbprobe.collector.pytorch. torch is imported only when PrecisionDebugger or seed_all is first
 used, so `tbprobe config check` and the CLI start without it.
 """

@@ -4,7 +4,8 @@ All names of a graph are kept as one lower-case string joined by newlines, so a 
 ``str.find`` over one buffer (about 10 ms per million names) instead of a Python loop. A regular expression is
 first narrowed by the longest literal it must contain, then checked name by name. Regular expressions are bounded
 before they run: a length limit, no back-references, no nested unbounded repeats (the patterns that backtrack
-exponentially), and each is matched against one name at a time (names are short). They run on the `regex`
+exponentially), no counts that lay out more than 4096 characters (the engine expands a{100000000} as it compiles:
+the server's whole memory), and each is matched against one name at a time (names are short). They run on the `regex`
 package's engine, which takes a deadline and lets go of the GIL while it matches: what the checks cannot foresee
 (`(.|.)*!`, `.*.*.*.*.*.*!`, which `re` ran for minutes holding the GIL, every request of the server stalled) is a
 400 after at most two seconds, other requests answered meanwhile.
@@ -33,6 +34,7 @@ __all__ = ["MAX_PATTERN", "NameSearch", "compile_pattern"]
 MAX_PATTERN = 256
 _CACHE_SIZE = 32
 _LOOP_LIMIT = 20000
+_EXPANDED_LIMIT = 4096   # characters a pattern may lay out, its repeats expanded (_expanded_size)
 _REGEX_SECONDS = 2.0   # one search's time for a regular expression, all names together
 _REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT)
 _MAXREPEAT = sre_constants.MAXREPEAT
@@ -46,15 +48,23 @@ def compile_pattern(pattern: str) -> Tuple["regex.Pattern", str, bool]:
         raise ApiError(400, f"search pattern longer than {MAX_PATTERN} characters")
     try:
         parsed = sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ApiError(400, f"bad regular expression: {exc}") from None
+    _check_bounded(parsed, inside_repeat=False)   # before compiling, which is where a huge count costs
+    try:
         re.compile(pattern)
         compiled = regex.compile(pattern, regex.VERSION0)
     except (re.error, regex.error, RecursionError, OverflowError) as exc:
         raise ApiError(400, f"bad regular expression: {exc}") from None
-    _check_bounded(parsed, inside_repeat=False)
     return compiled, _required_literal(parsed), _can_cross_lines(parsed, parsed.state.flags)
 
 
 def _check_bounded(items, inside_repeat: bool) -> None:
+    """400 for what backtracks exponentially (back-references, nested unbounded repeats) or takes memory in
+    proportion to a count (see _expanded_size)."""
+    if not inside_repeat and _expanded_size(items) > _EXPANDED_LIMIT:
+        raise ApiError(400, f"regular expression too costly: its repeats ask for more than {_EXPANDED_LIMIT} "
+                            "characters (no node name is that long)")
     for op, arg in items:
         if op in (sre_constants.GROUPREF, sre_constants.GROUPREF_EXISTS):
             raise ApiError(400, "regular expressions with back-references are not allowed in search")
@@ -71,6 +81,26 @@ def _check_bounded(items, inside_repeat: bool) -> None:
                 _check_bounded(branch, inside_repeat)
         elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
             _check_bounded(arg[1], inside_repeat)
+
+
+def _expanded_size(items) -> int:
+    """The pattern's items with each repeat counted its minimum number of times, branches added: what the regex
+    engine lays out in memory as it compiles and matches (a{100000000} took the server's whole memory)."""
+    size = 0
+    for op, arg in items:
+        if op in _REPEATS:
+            size += max(arg[0], 1) * _expanded_size(arg[2])
+        elif op == sre_constants.SUBPATTERN:
+            size += _expanded_size(arg[-1])
+        elif op == sre_constants.BRANCH:
+            size += sum(_expanded_size(b) for b in arg[1])
+        elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+            size += _expanded_size(arg[1])
+        else:
+            size += 1
+        if size > _EXPANDED_LIMIT:   # (stop early: the product can be astronomically large)
+            return size
+    return size
 
 
 def _required_literal(items) -> str:

@@ -3,6 +3,8 @@ import csv
 import io
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -46,7 +48,10 @@ def test_regex_search_matches_python_re_per_name(api, logdir, pattern):
 
 @pytest.mark.parametrize("pattern,why", [("(", "bad regular expression"), ("(a+)+$", "nested"),
                                          ("(x*)*y", "nested"), (r"(a)\1", "back-references"),
-                                         ("a" * (MAX_PATTERN + 1), "longer than")])
+                                         ("a" * (MAX_PATTERN + 1), "longer than"),
+                                         ("a{100000000}", "characters"), ("a{9999999}b", "characters"),
+                                         ("((?:a{1000}){1000}){1000}", "characters"),
+                                         ("(?:a{65}){64}", "characters"), ("a{4000}|b{4000}", "characters")])
 def test_bad_or_costly_regex_is_400(api, logdir, pattern, why):
     run, file = db_file(logdir, "cmp_stat")
     status, body = api.get("/api/search", run=run, file=file, step=0, rank=0, side="NPU", q=pattern, regex=1)
@@ -68,6 +73,23 @@ def test_patterns_that_backtrack_without_nested_repeats_end(pattern):
         assert exc.status == 400 and "too costly" in exc.message
     else:
         assert total == sum(regex.search(pattern, n) is not None for n in names)
+
+
+def test_huge_counted_repeats_are_refused_before_they_take_memory():
+    """The regex engine lays a counted repeat out as it compiles and matches: a{100000000} grew the server to
+    24 GB until the kernel killed it. Under a 1 GB address-space limit the search is a clean 400; the largest
+    allowed count still runs."""
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "from tbprobe.tb_plugin.api_error import ApiError\n"
+            "from tbprobe.tb_plugin.search_index import NameSearch\n"
+            "idx = NameSearch(['Module.a.forward.0', 'a' * 5000])\n"
+            "for p in ['a{100000000}', '(?:a{1000}){1000}', 'x{9999999}y']:\n"
+            "    try: idx.find(p, regex=True)\n"
+            "    except ApiError as e: print(e.status)\n"
+            "print(idx.find('a{4096}', regex=True), idx.find('(?:a{64}){64}', regex=True))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["400", "400", "400", "(1,", "[1])", "(1,", "[1])"]
 
 
 def test_a_regex_past_its_deadline_is_400(monkeypatch):

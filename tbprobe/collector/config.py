@@ -48,13 +48,15 @@ class CollectorConfig:
     tensor_list: List[str] = field(default_factory=list)
     data_mode: List[str] = field(default_factory=lambda: ["all"])
     summary_mode: str = "statistics"
-    risk_level: Optional[str] = None     # None = default (FOCUS unless scope or list is set)
+    risk_level: Optional[str] = None     # None = default (FOCUS); not used where scope or list is set
 
     @property
     def effective_risk_level(self) -> str:
-        if self.risk_level:
-            return self.risk_level
-        return "ALL" if (self.scope or self.api_list) else "FOCUS"
+        # as the reference: a scope or a list selects calls by name alone, whatever the risk level says
+        # (CORE with a scope whose first call is not CORE recorded nothing at all)
+        if self.scope or self.api_list:
+            return "ALL"
+        return self.risk_level or "FOCUS"
 
 
 def _fail(where: str, problem: str) -> None:
@@ -198,6 +200,9 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
         cfg.summary_mode = "statistics"  # the reference accepts the key there and ignores it (task tensor uses it)
     if block.get("risk_level") is not None:
         cfg.risk_level = _choice(f"{where}.risk_level", block["risk_level"], RISK_LEVELS)
+    if cfg.risk_level and cfg.risk_level != "ALL" and (cfg.scope or cfg.api_list):
+        log.warning("tbprobe: risk_level %s is not used: %s.%s selects calls by name, as in msprobe",
+                    cfg.risk_level, where, "scope" if cfg.scope else "list")
     if block.get("file_format", "pt") not in ("pt", "npy", "bin"):
         _fail(f"{where}.file_format", f"invalid value {block.get('file_format')!r}")
     return cfg

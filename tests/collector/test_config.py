@@ -71,6 +71,18 @@ def test_ranges_defaults_and_risk_level():
     assert parse_config({"risk_level": "CORE"}).effective_risk_level == "CORE"
 
 
+@pytest.mark.parametrize("block", [{"list": ["add"]}, {"scope": ["Tensor.add.0.forward", "Tensor.mul.0.forward"]}])
+def test_scope_or_list_selects_by_name_whatever_the_risk_level(block, caplog):
+    # as msprobe's DataCollector.should_collect: CORE with a scope whose first call is not CORE recorded nothing
+    cfg = parse_config({"level": "L1", "risk_level": "CORE", "statistics": block})
+    assert cfg.effective_risk_level == "ALL"
+    assert "risk_level CORE is not used" in caplog.text and ("scope" if "scope" in block else "list") in caplog.text
+    caplog.clear()
+    assert parse_config({"level": "L1", "risk_level": "ALL", "statistics": block}).effective_risk_level == "ALL"
+    assert parse_config({"level": "L1", "statistics": block}).effective_risk_level == "ALL"
+    assert "risk_level" not in caplog.text
+
+
 def test_missing_or_broken_file(tmp_path):
     with pytest.raises(TbprobeError, match="not found"):
         load_config(str(tmp_path / "missing.json"))

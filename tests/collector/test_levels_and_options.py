@@ -180,6 +180,26 @@ def test_risk_levels(tmp_path):
     assert core < focus < every
 
 
+def test_a_scope_or_list_is_not_narrowed_by_the_risk_level(tmp_path):
+    """As msprobe: scope and list select by name alone. With CORE beside them tbprobe recorded nothing of a scope
+    whose first call is not CORE (its range never opened), and left out every listed call that is not CORE."""
+    def names(tag, **block):
+        d = tmp_path / tag
+        d.mkdir()
+        dbg = make_debugger(d, level="L1", **block)
+        train(dbg, "gpt", 1)
+        dbg.close()
+        return set(dump_of(d)["dump"]["data"])
+
+    scope = ["Functional.gelu.0.forward", "Functional.gelu.1.forward"]
+    in_scope = names("scope", scope=scope)
+    assert "Functional.gelu.0.forward" in in_scope and len(in_scope) > 2
+    assert names("scope_core", scope=scope, risk_level="CORE") == in_scope
+    listed = names("list", list=["gelu", "linear"])
+    assert any(n.startswith("Functional.gelu.") for n in listed)
+    assert names("list_core", list=["gelu", "linear"], risk_level="CORE") == listed
+
+
 def test_task_tensor_saves_pt_files_and_structure_has_no_stats(tmp_path):
     (tmp_path / "t").mkdir()
     dbg = make_debugger(tmp_path / "t", level="L0", task="tensor")

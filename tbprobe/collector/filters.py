@@ -17,7 +17,8 @@ class NameFilter:
       (what is inside it is left out), as the reference does. Every record made while the range is open
       is kept, forward and backward alike: a range of forward names keeps no backward records, and a range of
       backward names keeps the backward pass's;
-    - a module's `parameters_grad` goes with its backward record (kept when that record was);
+    - a module's `parameters_grad` goes with its backward record (kept when that record was, by the scope or by
+      the list: `list: ["Module.fc1.Linear.backward.0"]` keeps fc1's parameter gradients too);
     - a list entry keeps every record whose name contains it; at mix, a module whose name contains it also keeps
       every record made while it runs (the operators inside a listed module, forward and backward).
 
@@ -42,7 +43,7 @@ class NameFilter:
         self.contextual = bool(self.scope) or self.regions
         self._in_scope = False
         self._open: List[str] = []      # listed modules running now (regions)
-        self._backward_kept: set = set()   # modules whose backward record a scope kept in this step
+        self._backward_kept: set = set()   # modules whose backward record was kept in this step
 
     def reset_step(self) -> None:
         self._in_scope = False
@@ -51,6 +52,18 @@ class NameFilter:
 
     def _listed(self, name: str) -> bool:
         return any(n in name for n in self.names)
+
+    def _inside_open(self, name: str) -> bool:
+        """Whether `name` is made inside a listed module running now. A module around that one is not: a module
+        whose output is its last inner module's begins its backward on the same autograd node, after the inner
+        one's (the engine runs the hooks in the order the forward ended), but runs around it, as in the
+        reference, whose outer hook comes first."""
+        if not self._open:
+            return False
+        if not _is_module(name):
+            return True
+        path = _module_path(name) + "."
+        return any(not _module_path(o).startswith(path) for o in self._open)
 
     def note_start(self, name: str) -> None:
         """A module's forward or backward call `name` begins."""
@@ -79,26 +92,31 @@ class NameFilter:
         return wanted and selected, selected
 
     def _selected(self, name: str) -> bool:
+        if ".parameters_grad." in name and name.rsplit(".parameters_grad.", 1)[0] in self._backward_kept:
+            # a module's parameter gradients go with its backward record, kept by the scope or by the list, as the
+            # reference keeps them (a module whose input needs no gradient ends its backward before they arrive)
+            return True
         if self.scope:
             if name == self.scope[0]:
                 self._in_scope = True   # (an operator's name: its record is its whole call)
             inside = self._in_scope
             if name == self.scope[1] and (not _is_module(name) or (self._close_at_record and ".forward." in name)):
                 self._in_scope = False
-            if ".parameters_grad." in name:
-                # a module's parameter gradients go with its backward record, as the reference keeps them (a module
-                # whose input needs no gradient ends its backward before they arrive)
-                inside = inside or name.rsplit(".parameters_grad.", 1)[0] in self._backward_kept
-            elif inside and ".backward." in name and _is_module(name):
-                self._backward_kept.add(name.rsplit(".backward.", 1)[0])
             if not inside:
                 return False
-        if self.names and not (self._open or self._listed(name)):
+        if self.names and not (self._inside_open(name) or self._listed(name)):
             return False
+        if ".backward." in name and _is_module(name):
+            self._backward_kept.add(name.rsplit(".backward.", 1)[0])
         return True
 
     def wants_tensor(self, name: str) -> bool:
         return any(s in name for s in self.tensor_list)
+
+
+def _module_path(name: str) -> str:
+    """`Module.a.b` of a module call's name `Module.a.b.<Class>.<forward|backward>.<n>`."""
+    return name.rsplit(".", 3)[0]
 
 
 def _is_module(name: str) -> bool:

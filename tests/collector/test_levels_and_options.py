@@ -200,6 +200,19 @@ def test_a_scope_or_list_is_not_narrowed_by_the_risk_level(tmp_path):
     assert names("list_core", list=["gelu", "linear"], risk_level="CORE") == listed
 
 
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_listed_backward_record_keeps_its_parameter_gradients(tmp_path, level):
+    """A module's parameters_grad goes with its backward record, kept by a list as by a scope (msprobe keeps the
+    first layer's, whose backward record comes first; tbprobe dropped them)."""
+    listed = ["Module.layers.1.mlp.down_proj.Linear.backward.0", "Module.embed_tokens.Embedding.backward.0"]
+    dbg = make_debugger(tmp_path, level=level, list=listed)
+    train(dbg, "llama", 1)
+    dbg.close()
+    modules = {n for n in dump_of(tmp_path)["dump"]["data"] if n.startswith("Module.")}
+    assert modules == set(listed) | {"Module.layers.1.mlp.down_proj.Linear.parameters_grad.0",
+                                     "Module.embed_tokens.Embedding.parameters_grad.0"}
+
+
 def test_task_tensor_saves_pt_files_and_structure_has_no_stats(tmp_path):
     (tmp_path / "t").mkdir()
     dbg = make_debugger(tmp_path / "t", level="L0", task="tensor")

@@ -270,6 +270,29 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
     return res
 
 
+def failing_inputs(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
+                   mode: str) -> List[Tuple[str, dict]]:
+    """(slot, debug item) of each input that no longer passes, by compare_entries' test of inputs_ok (parameters
+    aside; no cosine, which needs the tensors); the slot as dataflow.json names it ("1", "0.2", a keyword)."""
+    if not debug_entry or not bench_entry:
+        return []
+    d_in, _ = flatten_entry(debug_name, debug_entry)
+    b_in, _ = flatten_entry(bench_name, bench_entry)
+    cut_d, cut_b = len(debug_name) + 1, len(bench_name) + 1
+    b_map = {k[cut_b:]: v for k, v in b_in}
+    out = []
+    for key, d in d_in:
+        b = b_map.get(key[cut_d:])
+        if d is None or b is None or ".parameters." in key:
+            continue
+        it = _Item(key, False, d, b, "")
+        it.fields = _fields_for(it, mode, None)
+        _item_checks(it, mode)
+        if it.result != "pass" or (it.nre is not None and it.nre >= 0.1):
+            out.append((key[cut_d:].split(".", 1)[-1], d))   # ("input.1.0" -> "1.0")
+    return out
+
+
 def _grad_consistent(d: dict, b: Optional[dict]) -> str:
     if b is None:
         return "N/A"

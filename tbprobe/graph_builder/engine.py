@@ -59,6 +59,8 @@ class RankSummary:
     counts: Dict[str, int] = field(default_factory=dict)
     first_divergence: Optional[str] = None
     first_overflow: Optional[str] = None
+    first_divergence_order: Optional[int] = None   # (its exec_order: which rank's comes first in a step)
+    first_overflow_order: Optional[int] = None
     rows: int = 0
     temp_db: Optional[str] = None
 
@@ -428,11 +430,13 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
             comm["Bench"] = _comm_stubs(bench)
     if edges:
         sink.add_edges(edges)
-    findings, summary = findings_rows(debug)
+    findings, summary = findings_rows(debug, mode)
     if findings:
         sink.add_findings(findings)
     return RankSummary(debug.step, debug.rank, mode, micro, comm, _counts(debug, compare=bench is not None),
-                       summary["first_divergence"], summary["first_overflow"], n_rows)
+                       summary["first_divergence"], summary["first_overflow"],  # type: ignore[arg-type]
+                       summary["first_divergence_order"], summary["first_overflow_order"],  # type: ignore[arg-type]
+                       n_rows)
 
 
 def _counts(graph: Graph, compare: bool) -> Dict[str, int]:

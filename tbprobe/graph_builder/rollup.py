@@ -9,6 +9,10 @@ from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.graph_builder.overflow import LEVEL_RANK
 
 FINITE_IN_BAD_OUT = "critical"   # overflow_level's name for "inputs finite, an output inf/nan"
+# where a node's output diverges though the error rule passed it (a differing parameter): the worst output
+# NormRelativeErr past the error rule's output bound (statistics), 1 - cosine past the cosine rule's drop (tensor)
+_STATS_DIVERGES = 0.5
+_TENSOR_DIVERGES = 0.1
 
 __all__ = ["roll_up", "first_divergence", "first_overflow", "findings_rows", "trace_back"]
 
@@ -33,14 +37,35 @@ def _leaves_in_exec_order(graph: Graph) -> List[Node]:
     return nodes
 
 
-def first_divergence(graph: Graph) -> Optional[Node]:
-    """Earliest node (execution order = dump.json completion order, APIs before the module around them) with
-    precision error whose inputs still pass; falls back to the earliest error."""
-    errors = [n for n in _leaves_in_exec_order(graph) if n.precision == 1]
-    for node in errors:
-        if node.inputs_ok:
+def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]:
+    """Earliest node (execution order = dump.json completion order, APIs before the module around them) whose
+    output diverges (a precision error, or an output NormRelativeErr past the error rule's 50 % that the rule did
+    not flag because a parameter differs too) while its inputs still pass; falls back to the earliest error, then
+    to the earliest diverging node."""
+    limit = _TENSOR_DIVERGES if graph.task == "tensor" else _STATS_DIVERGES
+    diverging = [n for n in _leaves_in_exec_order(graph)
+                 if n.precision == 1 or (n.worst_metric is not None and n.worst_metric > limit)]
+    for node in diverging:
+        if node.inputs_ok or _nothing_carried_in(graph, node, mode or graph.task):
             return node
-    return errors[0] if errors else None
+    errors = [n for n in diverging if n.precision == 1]
+    return (errors or diverging or [None])[0]
+
+
+def _nothing_carried_in(graph: Graph, node: Node, mode: str) -> bool:
+    """With the collector's data flow, for a forward call: whether every input that no longer passes is a leaf
+    that trains (requires_grad, made by no recorded call: a weight passed as an argument at L1), where the
+    difference enters rather than one carried in. Without data flow (msprobe's dumps), for a backward record (no
+    data flow there), or where a failing input comes from a recorded call or from none and needs no gradient (a
+    gradient the optimizer reads, an unrecorded call's output): False, inputs_ok alone decides."""
+    if not graph.edges or ".forward" not in node.name or node.match is None:
+        return False
+    from tbprobe.graph_builder.compare import failing_inputs
+
+    flow = graph.edges.get(node.name) or {}
+    failing = failing_inputs(node.name, node.entry if node.has_entry else None, node.match.name,
+                             node.match.entry if node.match.has_entry else None, mode)
+    return bool(failing) and all(slot not in flow and item.get("requires_grad") is True for slot, item in failing)
 
 
 def first_overflow(graph: Graph) -> Optional[Node]:
@@ -72,19 +97,20 @@ def trace_back(graph: Graph, node: Node, limit: int = 50) -> List[str]:
     return out
 
 
-def findings_rows(graph: Graph) -> Tuple[List[tuple], Dict[str, Optional[str]]]:
+def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple], Dict[str, object]]:
     """Rows for tbprobe_findings (graph_id, kind, node_name, exec_order, detail) and a summary dict."""
     rows = []
-    summary: Dict[str, Optional[str]] = {"first_divergence": None, "first_overflow": None}
-    div = first_divergence(graph)
+    summary: Dict[str, object] = {"first_divergence": None, "first_overflow": None,
+                                  "first_divergence_order": None, "first_overflow_order": None}
+    div = first_divergence(graph, mode)
     if div is not None:
         detail = {"precision_index": div.precision, "path": div.path(), "traced_from": trace_back(graph, div),
                   "matched": div.match.name if div.match is not None else None}
         rows.append((graph.graph_id, "first_divergence", div.name, div.exec_order, json.dumps(detail)))
-        summary["first_divergence"] = div.name
+        summary["first_divergence"], summary["first_divergence_order"] = div.name, div.exec_order
     ovf = first_overflow(graph)
     if ovf is not None:
         detail = {"overflow_level": ovf.overflow, "path": ovf.path()}
         rows.append((graph.graph_id, "first_overflow", ovf.name, ovf.exec_order, json.dumps(detail)))
-        summary["first_overflow"] = ovf.name
+        summary["first_overflow"], summary["first_overflow_order"] = ovf.name, ovf.exec_order
     return rows, summary

@@ -281,18 +281,29 @@ def _link_distributed(results: List[RankSummary]) -> Dict[str, dict]:
 def _summary(results: List[RankSummary], path: Path, seconds: float) -> Dict[str, object]:
     total: Dict[str, object] = {"nodes": 0, "matched": 0, "pass": 0, "warning": 0, "error": 0, "unmatched": 0,
                                 "overflow": 0}
-    first_div = None
-    first_ovf = None
-    for r in sorted(results, key=lambda r: (r.step, r.rank)):
+    for r in results:
         for k, v in r.counts.items():
             total[k] = int(total.get(k, 0)) + v  # type: ignore[arg-type]
-        if first_div is None and r.first_divergence:
-            first_div = f"step {r.step} rank {r.rank}: {r.first_divergence}"
-        if first_ovf is None and r.first_overflow:
-            first_ovf = f"step {r.step} rank {r.rank}: {r.first_overflow}"
+    first_div = _first_of(results, "first_divergence")
+    first_ovf = _first_of(results, "first_overflow")
     total.update({"graphs": len(results), "first_divergence": first_div, "first_overflow": first_ovf,
                   "output": str(path), "seconds": round(seconds, 3)})
     return total
+
+
+def _first_of(results: List[RankSummary], kind: str) -> Optional[str]:
+    """"step S rank R: node" of the earliest step with one; among its ranks, the one earliest in its rank's
+    execution order. A difference that starts on one rank reaches the others through a collective: the first
+    rank's own first divergence was that all_reduce, the rank where it began came later in the list."""
+    found = [r for r in results if getattr(r, kind)]
+    if not found:
+        return None
+    first = min(found, key=lambda r: (r.step, _order(getattr(r, f"{kind}_order")), r.rank))
+    return f"step {first.step} rank {first.rank}: {getattr(first, kind)}"
+
+
+def _order(order: Optional[int]) -> float:
+    return float("inf") if order is None else order
 
 
 def format_summary(result: GraphResult) -> str:

@@ -47,6 +47,100 @@ def test_first_divergence_rollup_and_edges(tmp_path):
     assert edges == {("Torch.a.0.forward", "Torch.b.0.forward", "0"), ("Torch.b.0.forward", "Torch.c.0.forward", "0")}
 
 
+def _finding(result, graph_id="NPU_0_0"):
+    conn = golden.open_ro(result.path)
+    row = conn.execute("SELECT node_name FROM tbprobe_findings WHERE graph_id=? AND kind='first_divergence'",
+                       (graph_id,)).fetchone()
+    return row[0] if row else None
+
+
+def test_a_differing_weight_is_where_the_divergence_starts(tmp_path):
+    """A module whose weight differs (x3) turns a passing input into an output 200 % off. The reference's rule
+    passes it (its parameters differ too: not "inputs pass, output fails"), so only errors counted and the first
+    divergence came later, in another step's backward. An output past the rule's 50 % with its inputs passing
+    is where a divergence starts."""
+    def rank(folder, w):
+        fc = "Module.fc.Linear.forward.0"
+        data = {
+            "Module.inp.Linear.forward.0": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0)]),
+            fc: dict(synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * w)]),
+                     parameters={"weight": T((4, 4), norm=1.0 * w, grad=True)}),
+            "Module.out.Linear.forward.0": dict(synth.api_entry([T((4,), norm=2.0 * w)], [T((4,), norm=1.0 * w)])),
+            "Module.out.Linear.backward.0": {"input": [T((4,), norm=1.0)], "output": [T((4,), norm=2.0 * w)]},
+        }
+        return synth.simple_rank(folder, data, {k: None for k in data})
+
+    rank(tmp_path / "d", 3.0)
+    rank(tmp_path / "b", 1.0)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _finding(result) == "Module.fc.Linear.forward.0"
+    conn = golden.open_ro(result.path)
+    assert conn.execute("SELECT precision_index FROM tb_nodes WHERE node_name='Module.fc.Linear.forward.0' "
+                        "AND data_source='NPU'").fetchone()[0] == 0   # (the reference's rule, kept)
+
+
+def _l1_rank(folder, bad_weight, flow=True):
+    """At L1 a weight is an operator's argument, not a parameter: linear(x, w) with w NaN after a bad step, then
+    the optimizer's add_(w, grad) and a later op. With data flow, w is known as a leaf that trains."""
+    nan = float("nan")
+    w = T((4, 4), mx=nan, mn=nan, mean=nan, norm=nan, grad=True) if bad_weight else T((4, 4), norm=1.0, grad=True)
+    y = T((4,), mx=nan, mn=nan, mean=nan, norm=nan, grad=True) if bad_weight else T((4,), norm=2.0, grad=True)
+    g = T((4, 4), mx=nan, mn=nan, mean=nan, norm=nan) if bad_weight else T((4, 4), norm=0.5)
+    data = {
+        "Functional.linear.0.forward": synth.api_entry([T((4,), norm=2.0), w], [y]),
+        "Functional.relu.0.forward": synth.api_entry([y], [y]),
+        # (an error whose inputs pass, later: where the search stopped when the weight counted as an input)
+        "Functional.relu.0.backward": {"input": [T((4,), norm=1.0)],
+                                       "output": [T((4,), norm=3.0 if bad_weight else 1.0)]},
+        "Tensor.add_.0.forward": synth.api_entry([w, g], [w]),
+    }
+    extra = {"dataflow.json": {"Functional.relu.0.forward": {"0": "Functional.linear.0.forward"}}} if flow else None
+    return synth.simple_rank(folder, data, {k: None for k in data}, extra=extra)
+
+
+def test_at_l1_a_bad_weight_argument_is_where_the_divergence_starts(tmp_path):
+    """The weight, an argument, failed the "inputs pass" test of every forward call: the first divergence was the
+    first backward call. With the data flow, a failing input no recorded call made and that requires grad is a
+    leaf where the difference enters; a failing one that needs no gradient (the optimizer's gradient) is not."""
+    _l1_rank(tmp_path / "d", True)
+    _l1_rank(tmp_path / "b", False)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o1"), parallel=False,
+                       progress=False)
+    assert _finding(result) == "Functional.linear.0.forward"
+    # without the data flow (msprobe's dumps) the inputs decide alone: the earliest error, as before
+    _l1_rank(tmp_path / "d2", True, flow=False)
+    result = run_graph(str(tmp_path / "d2"), str(tmp_path / "b"), str(tmp_path / "o2"), parallel=False,
+                       progress=False)
+    assert _finding(result) == "Functional.relu.0.backward"
+
+
+def test_an_optimizers_bad_gradient_argument_is_not_where_a_divergence_starts(tmp_path):
+    """A NaN gradient from the backward pass (a hook's unmatched multiplication made it, so every backward record
+    has a failing input), read by the optimizer's add_: it needs no gradient and no recorded call made it, so it
+    is carried in, not where the difference enters; the earliest error stays the first divergence."""
+    nan = float("nan")
+    bad = T((4, 4), mx=nan, mn=nan, mean=nan, norm=nan)
+
+    def rank(folder, broken):
+        w = T((4, 4), norm=1.0, grad=True)
+        data = {
+            "Functional.linear.0.forward": synth.api_entry([T((4,), norm=2.0), w], [T((4,), norm=2.0, grad=True)]),
+            "Functional.linear.0.backward": {"input": [bad if broken else T((4,), norm=1.0)],
+                                             "output": [T((4,), norm=1.0), bad if broken else T((4, 4), norm=0.5)]},
+            "Tensor.add_.0.forward": synth.api_entry([w, bad if broken else T((4, 4), norm=0.5)],
+                                                     [bad if broken else w]),
+        }
+        return synth.simple_rank(folder, data, {k: None for k in data},
+                                 extra={"dataflow.json": {"Tensor.add_.0.forward": {}}})
+
+    rank(tmp_path / "d", True)
+    rank(tmp_path / "b", False)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _finding(result) == "Functional.linear.0.backward"
+
+
 def test_first_overflow_in_fixture(tmp_path):
     result = run_graph(str(golden.INPUTS / "npu_stat"), None, str(tmp_path), overflow_check=True, parallel=False,
                        progress=False)
@@ -115,3 +209,26 @@ def test_output_file_is_wal_with_big_pages(tmp_path):
     assert header[18:20] == b"\x02\x02"          # WAL read/write versions
     assert header[16:18] == b"\x00\x01"          # page size 65536 is stored as 1
     assert [p.name for p in tmp_path.iterdir()] == [result.path.name]
+
+
+def test_the_summary_names_the_rank_where_a_divergence_starts(tmp_path):
+    """Rank 1's linear differs; rank 0 meets the difference in the all_reduce after it. The summary named the
+    first rank with a finding (rank 0's all_reduce); it names the finding earliest in its rank's order now."""
+    def rank(folder, linear_off, reduced_off):
+        data = {
+            "Torch.mul.0.forward": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0)]),
+            "Functional.linear.0.forward": synth.api_entry([T((4,), norm=2.0)],
+                                                           [T((4,), norm=6.0 if linear_off else 2.0)]),
+            "Distributed.all_reduce.0.forward": synth.api_entry([T((4,), norm=6.0 if linear_off else 2.0)],
+                                                                [T((4,), norm=8.0 if reduced_off else 4.0)]),
+        }
+        return synth.simple_rank(folder, data, {k: None for k in data})
+
+    for r in (0, 1):
+        rank(tmp_path / "d" / "step0" / f"rank{r}", linear_off=r == 1, reduced_off=True)
+        rank(tmp_path / "b" / "step0" / f"rank{r}", linear_off=False, reduced_off=False)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _finding(result, "NPU_0_0") == "Distributed.all_reduce.0.forward"
+    assert _finding(result, "NPU_0_1") == "Functional.linear.0.forward"
+    assert result.summary["first_divergence"] == "step 0 rank 1: Functional.linear.0.forward"

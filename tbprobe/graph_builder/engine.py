@@ -63,6 +63,7 @@ class RankSummary:
     first_overflow_order: Optional[int] = None
     rows: int = 0
     temp_db: Optional[str] = None
+    levels: Tuple[str, str] = ("", "")   # (debug's, bench's): the summary notes a difference
 
 
 class Sink(Protocol):
@@ -212,6 +213,11 @@ def _prepare(debug: Graph, bench: Graph, opts: Options):
                            f"({debug.task} vs {bench.task}); dump both with the same task")
     else:
         mode = mode_d
+    if {debug.level, bench.level} == {"L0", "L1"}:
+        # (modules on one side, operators on the other: not one node could match, and "first divergent node:
+        # none" read as a clean compare)
+        raise TbprobeError(f"{debug.path} and {bench.path}: the two sides were dumped at levels {debug.level} and "
+                           f"{bench.level}, which share no node; dump both at the same level (or one at mix)")
     match_graphs(debug, bench, fuzzy=opts.fuzzy, align=opts.align, layer_map=opts.layer_map, manual=opts.manual)
     lookup = _tensor_results(debug, bench, opts.tensor_workers).get if mode == "tensor" else None
     return mode, lookup
@@ -433,10 +439,11 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
     findings, summary = findings_rows(debug, mode)
     if findings:
         sink.add_findings(findings)
+    summary_levels = (debug.level, bench.level if bench is not None else debug.level)
     return RankSummary(debug.step, debug.rank, mode, micro, comm, _counts(debug, compare=bench is not None),
                        summary["first_divergence"], summary["first_overflow"],  # type: ignore[arg-type]
                        summary["first_divergence_order"], summary["first_overflow_order"],  # type: ignore[arg-type]
-                       n_rows)
+                       n_rows, levels=summary_levels)
 
 
 def _counts(graph: Graph, compare: bool) -> Dict[str, int]:

@@ -228,6 +228,9 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     notes = _input_notes("debug", debug, debug_dirs) + (_input_notes("bench", bench, bench_dirs) if bench else [])
     notes += [f"debug step {r.step} rank {r.rank}: its dump.json holds no records"
               for r in sorted(results, key=lambda r: (r.step, r.rank)) if r.counts.get("nodes", 0) <= 1]
+    levels = sorted({r.levels for r in results if r.levels[0] and r.levels[1] and r.levels[0] != r.levels[1]})
+    notes += [f"debug dumped at level {d}, bench at {b}: only the nodes both levels record can match "
+              f"({'modules' if 'L0' in (d, b) else 'operators'}); the others are unmatched" for d, b in levels]
     if notes:
         summary["notes"] = notes
     return GraphResult(final, graph_type, mode, summary)

@@ -95,6 +95,32 @@ def test_different_tasks(tmp_path, capsys):
          "different tasks")
 
 
+def _at_level(tmp_path, src, level):
+    dst = tmp_path / f"{src}_{level}"
+    shutil.copytree(F / src, dst)
+    dump = dst / "step0" / "rank0" / "dump.json"
+    doc = json.loads(dump.read_text())
+    doc["level"] = level
+    dump.write_text(json.dumps(doc))
+    return dst
+
+
+def test_levels_that_share_no_node(tmp_path, capsys):
+    # (L0's modules against L1's operators: 0 matched, every node unmatched, "first divergent node: none")
+    _bad(tmp_path, ["graph", "-tp", str(_at_level(tmp_path, "npu_stat", "L0")), "-gp",
+                    str(_at_level(tmp_path, "bench_stat", "L1"))], capsys, "levels L0 and L1", "share no node")
+
+
+def test_levels_that_differ_are_noted(tmp_path, capsys):
+    assert main(["graph", "-tp", str(_at_level(tmp_path, "npu_stat", "mix")), "-gp",
+                 str(_at_level(tmp_path, "bench_stat", "L1")), "-o", str(tmp_path / "o"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "debug dumped at level mix, bench at L1: only the nodes both levels record can match (operators)" in out
+    assert main(["graph", "-tp", str(F / "npu_stat"), "-gp", str(F / "bench_stat"), "-o", str(tmp_path / "p"),
+                 "-q"]) == 0
+    assert "dumped at level" not in capsys.readouterr().out
+
+
 def test_bad_yaml(tmp_path, capsys):
     y = tmp_path / "map.yaml"
     y.write_text("Layer: [unclosed")

@@ -7,7 +7,8 @@ Order of the passes (each only looks at nodes still unmatched):
 4. structural aligner (on by default): the unmatched children of each matched pair are aligned as sequences of
    (API or module name without counters, direction, input shapes and dtypes), so one extra or missing call
    leaves only itself unmatched;
-5. manual matches (`.vis.config`), which override the rest.
+5. (with the aligner) an operator's backward record pairs with its forward twin's backward;
+6. manual matches (`.vis.config`), which override the rest.
 """
 import difflib
 import re
@@ -100,6 +101,8 @@ def match_graphs(debug: Graph, bench: Graph, *, fuzzy: bool = False, align: bool
             if child.match is not None and child.match.parent is b:
                 pairs.append((child, child.match))
     _match_moved(debug, bench)
+    if align:
+        _backward_follows_forward(debug, bench)
     if manual:
         _apply_manual(debug, bench, manual)
     return sum(1 for n in debug.nodes.values() if n.match is not None)
@@ -122,6 +125,40 @@ def _match_moved(debug: Graph, bench: Graph) -> None:
             continue
         if _under_counterpart(d, b) or _under_counterpart(b, d):
             _link(d, b)
+
+
+def _backward_follows_forward(debug: Graph, bench: Graph) -> None:
+    """An operator's backward record pairs with the backward of its forward's twin. The exact pass pairs backward
+    records by name where their inputs (the output gradients) have one shape, before the aligner pairs the
+    forwards around an extra call: with one extra `add` in the debug run, its backward took the bench's
+    residual add's (a false error, named the first divergence) and the debug residual add's stayed unmatched."""
+    for name, d in debug.nodes.items():
+        if not name.endswith(".backward") or name.startswith(("Module.", "Cell.")):
+            continue
+        d_fw = debug.nodes.get(name[:-len("backward")] + "forward")
+        if d_fw is None:
+            continue
+        if d_fw.match is None:
+            # an extra call: its backward keeps no bench record whose forward has a twin of its own
+            twin = d.match
+            if twin is not None:
+                b_fw = bench.nodes.get(twin.name[:-len("backward")] + "forward")
+                if b_fw is not None and b_fw.match is not None:
+                    _unlink(d)
+            continue
+        want = bench.nodes.get(d_fw.match.name[:-len("forward")] + "backward") if \
+            d_fw.match.name.endswith(".forward") else None
+        if want is None or d.match is want:
+            continue
+        _unlink(d)
+        _unlink(want)
+        _link(d, want, "aligned")
+
+
+def _unlink(n: Node) -> None:
+    if n.match is not None:
+        n.match.match = None
+        n.match = None
 
 
 def _under_counterpart(a: Node, other: Node) -> bool:

@@ -123,3 +123,41 @@ def test_a_same_named_call_in_an_unrelated_subtree_stays_unmatched(tmp_path):
     result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
                        progress=False)
     assert _unmatched(result.path) == {x} and _unmatched(result.path, "Bench") == {x}
+
+
+def test_an_operators_backward_follows_its_forwards_twin(tmp_path):
+    """One extra add in the debug run (h + (s - s), the same numbers): the aligner paired the forwards around it,
+    but the exact pass had already paired the backward records by name, their gradients having one shape: the
+    extra add's backward took the bench's residual add's, a false error named the first divergence."""
+    T = synth.tensor
+    h, s = T((4, 8), norm=2.0), T((4, 1), norm=0.5)
+
+    def bw(norm):
+        return {"input": [T((4, 8), norm=1.0)], "output": [T((4, 8), norm=1.0), T((4, 8), norm=norm)]}
+
+    debug = {"Tensor.__add__.0.forward": synth.api_entry([h, h], [h]),
+             "Tensor.__add__.1.forward": synth.api_entry([h, s], [h]),          # the extra call
+             "Tensor.__add__.2.forward": synth.api_entry([h, h], [h]),
+             "Tensor.__add__.2.backward": bw(3.0),
+             "Tensor.__add__.1.backward": bw(0.1),
+             "Tensor.__add__.0.backward": bw(5.0)}
+    bench = {"Tensor.__add__.0.forward": synth.api_entry([h, h], [h]),
+             "Tensor.__add__.1.forward": synth.api_entry([h, h], [h]),
+             "Tensor.__add__.1.backward": bw(3.0),
+             "Tensor.__add__.0.backward": bw(5.0)}
+    synth.simple_rank(tmp_path / "d", debug, {k: None for k in debug})
+    synth.simple_rank(tmp_path / "b", bench, {k: None for k in bench})
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    nodes = golden.nodes(result.path)
+    twin = {n["node_name"]: json.loads(n["matched_node_link"])[-1:] for n in nodes.values()
+            if n["data_source"] == "NPU" and n["node_name"].startswith("Tensor.")}
+    assert twin == {"Tensor.__add__.0.forward": ["Tensor.__add__.0.forward"], "Tensor.__add__.1.forward": [],
+                    "Tensor.__add__.2.forward": ["Tensor.__add__.1.forward"],
+                    "Tensor.__add__.2.backward": ["Tensor.__add__.1.backward"], "Tensor.__add__.1.backward": [],
+                    "Tensor.__add__.0.backward": ["Tensor.__add__.0.backward"]}
+    assert result.summary["error"] == 0 and result.summary["first_divergence"] is None
+    # without the aligner, names alone pair them, as the reference does
+    plain = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "p"), parallel=False,
+                      progress=False, align=False)
+    assert plain.summary["error"] > 0

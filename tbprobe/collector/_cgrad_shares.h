@@ -76,18 +76,39 @@ PyObject *same_edge(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 
 // One input's share: its contributions still to come and their sum so far; fn(index, sum) when the last is in.
 // A later backward pass through the same nodes (retain_graph) gathers it again (backward_records.py says why).
-// Some of the nodes may not run in a pass (an output the loss does not use: an auxiliary head's): the sum of
-// those that came is the share then, handed on when the pass ends (the engine's final callback, queued by the
-// pass's first contribution).
+// Some of the nodes may not run in a pass (a second output computed inside that the loss does not use: an
+// auxiliary head's): the pass's first contribution counts those of the nodes the engine will run in it (its
+// graph task's nodes, as torch._C._will_engine_execute_node asks), so the share is complete when the last of them
+// is in, as the reference's full backward hook fires, and not only when the pass ends. The end of the pass (the
+// engine's final callback, queued by that first contribution) still hands on the sum of those that came where
+// that count was too high.
 struct Share {
   HookFn fn;
-  size_t count;      // the contributions of a pass
-  size_t remaining;
+  std::vector<c10::weak_intrusive_ptr<torch::autograd::Node>> nodes;   // the call's nodes that send the input a gradient
+  size_t remaining = 0;   // (0: none of this pass yet, or the share handed on)
   int task = -1;     // the backward pass (graph task) the last contribution came in
   at::Tensor sum;
   std::mutex lock;
 
-  Share(PyObject *f, PyObject *i, size_t n) : fn(f, i), count(n), remaining(n) {}
+  Share(PyObject *f, PyObject *i) : fn(f, i) {}
+
+  // how many of the nodes the current backward pass runs (at least the one calling: the pass's first)
+  size_t running_now() const {
+    const auto *in_graph = torch::autograd::get_current_graph_task_nodes_in_graph();
+    const auto *exec = torch::autograd::get_current_graph_task_exec_info();
+    if (in_graph == nullptr || in_graph->empty()) return nodes.size();
+    size_t n = 0;
+    for (const auto &weak : nodes) {
+      auto node = weak.lock();
+      if (!node.defined() || in_graph->count(node.get()) == 0) continue;
+      if (exec != nullptr && !exec->empty()) {   // (autograd.grad, backward(inputs=...): only what they need)
+        auto it = exec->find(node.get());
+        if (it == exec->end() || !it->second.should_execute()) continue;
+      }
+      ++n;
+    }
+    return std::max<size_t>(n, 1);
+  }
 
   // hands `total` on to fn (under the GIL), unless Python is finishing
   void deliver(at::Tensor total) {
@@ -127,12 +148,13 @@ struct ShareHook : torch::autograd::FunctionPostHook {
     {
       std::lock_guard<std::mutex> guard(share->lock);
       int task = torch::autograd::get_current_graph_task_id();
-      if (share->remaining == 0) {
-        if (task == share->task) return outputs;
-        share->remaining = share->count;  // a later pass: gathered anew
+      bool first = share->remaining == 0 || task != share->task;
+      if (first) {
+        if (share->remaining == 0 && task == share->task) return outputs;   // (handed on in this pass already)
+        share->remaining = share->running_now();   // this pass's (a later one gathers it anew)
+        share->sum = at::Tensor();
       }
       share->task = task;
-      bool first = share->remaining == share->count;
       if (slot < outputs.size() && outputs[slot].defined()) {
         at::NoGradGuard no_grad;
         share->sum = share->sum.defined() ? at::add(share->sum, outputs[slot]) : outputs[slot];
@@ -219,9 +241,12 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       if (found[i].empty()) continue;
       PyObject *index = PyLong_FromSize_t(i);
       if (index == nullptr) throw std::bad_alloc();
-      auto share = std::make_shared<Share>(args[2], index, found[i].size());
+      auto share = std::make_shared<Share>(args[2], index);
       Py_DECREF(index);
-      for (auto &[node, j] : found[i]) node->add_post_hook(std::make_unique<ShareHook>(share, j));
+      for (auto &[node, j] : found[i]) {
+        share->nodes.emplace_back(node->getptr());
+        node->add_post_hook(std::make_unique<ShareHook>(share, j));
+      }
     }
   } catch (const std::exception &exc) {
     Py_DECREF(seq);

@@ -1810,6 +1810,65 @@ def test_a_module_whose_output_the_loss_does_not_use_has_its_inputs_share_of_the
         assert record["output"][0] is not None, step
         assert math.isclose(record["output"][0]["Norm"], norms[step], rel_tol=1e-6)
         assert record["input"][0] is not None and record["input"][1] is None   # (aux's output: no gradient)
+        # complete once the nodes that run have sent theirs, before the layer under it (it was written when the
+        # pass ended, after every other record of the pass)
+        names = list(dump_of(tmp_path, step)["dump"]["data"])
+        assert names.index("Module.block.Block.backward.0") < names.index("Module.emb.Linear.backward.0"), names
+
+
+@pytest.mark.parametrize("aux", ["of its output", "of its input"])
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_module_with_a_second_output_computed_inside_and_unused_completes_in_order(tmp_path, level, aux):
+    """A module returning (y, tanh(y)) or (y, tanh(2x)), the loss using y alone: its record waited for every
+    output's gradient (y is consumed inside too) or for the share of a node that never runs, and came when the
+    step or the pass ended, after the layers under it. At mix, with the module listed, its backward region stayed
+    open to the step's end and took in the layer under it and the optimizer's calls."""
+    torch.manual_seed(0)
+
+    class Pair(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.a(x)
+            return y, (y.tanh() if aux == "of its output" else (x * 2).tanh())
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.pair, self.fc2 = torch.nn.Linear(4, 4), Pair(), torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            h = self.fc1(x).relu()
+            h.retain_grad()
+            self.h = h
+            return self.fc2(self.pair(h)[0])
+
+    def run(d, **block):
+        d.mkdir()
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        dbg = make_debugger(d, level=level, steps=1, **block)
+        dbg.start(model=model)
+        opt.zero_grad()
+        model(torch.randn(3, 4)).sum().backward()
+        opt.step()
+        dbg.stop()
+        dbg.step()
+        dbg.close()
+        return dump_of(d)["dump"]["data"], model.h.grad
+
+    data, h_grad = run(tmp_path / "all")
+    names = list(data)
+    assert names.index("Module.pair.Pair.backward.0") < names.index("Module.fc1.Linear.backward.0"), names
+    record = data["Module.pair.Pair.backward.0"]
+    assert record["input"][1] is None and math.isclose(record["output"][0]["Norm"], h_grad.norm().item(),
+                                                       rel_tol=1e-6)
+    if level == "mix":
+        listed, _ = run(tmp_path / "listed", list=["Module.pair"])
+        assert not [n for n in listed if "fc1" in n or ".add_." in n or "Functional.relu" in n], list(listed)
+        assert "Module.pair.Pair.backward.0" in listed and "Module.pair.a.Linear.parameters_grad.0" in listed
 
 
 

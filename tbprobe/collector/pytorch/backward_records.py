@@ -24,7 +24,7 @@ class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "began", "done", "step", "task", "expect", "wait_all", "at_end")
+                 "began", "done", "step", "task", "expect", "returned", "missing_returned", "at_end")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -40,9 +40,10 @@ class BackwardTracker:
         self.step = session.step
         self.task = None       # the backward pass its gradients came in (_graph_task)
         self.expect = (n_out, n_in)   # how many gradients a pass brings: (outputs', inputs'), at the first
-        # complete only once every output's gradient is in: an input returned as it is gets its gradient (from the
-        # consumers after the call) together with the input's share (Session.finish_backward)
-        self.wait_all = False
+        # the outputs that are inputs returned as they are: their gradients (from the consumers after the call) come
+        # together with those inputs' shares, the shares first, so the record waits for them (finish_backward)
+        self.returned: frozenset = frozenset()
+        self.missing_returned = 0
         self.at_end = False    # completed, if still waiting, when its backward pass ends (_end_of_pass)
 
     # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
@@ -90,6 +91,8 @@ class BackwardTracker:
                 if out:
                     self.out_items[i] = item
                     self.missing_out -= 1
+                    if i in self.returned:
+                        self.missing_returned -= 1
                 else:
                     self.in_items[i] = item
                     self.missing_in -= 1
@@ -127,6 +130,7 @@ class BackwardTracker:
         self.out_items = [None] * len(self.out_items)
         self.in_items = [None] * len(self.in_items)
         self.missing_out, self.missing_in = self.expect
+        self.missing_returned = len(self.returned)
         self.started = self.began = self.done = False
         self._close()
 
@@ -153,9 +157,11 @@ class BackwardTracker:
             return
         # complete once all its gradients are in, or once the last of its inputs' shares came in this pass: the
         # outputs that get a gradient in this pass have got it by then (an LSTM's (h, c) get none when only its
-        # output is used), as the reference's full backward hook fires. Not where an input is returned as it is
-        # (wait_all). A module none of whose inputs needs a gradient waits for all its outputs'.
-        if not force and (self.missing_in > 0 or (self.missing_out > 0 and (self.wait_all or not by_inputs))):
+        # output is used, nor does a second output computed inside that the loss does not use), as the reference's
+        # full backward hook fires. An input returned as it is gets its share before its gradient as an output
+        # (missing_returned). A module none of whose inputs needs a gradient waits for all its outputs'.
+        if not force and (self.missing_in > 0 or (
+                self.missing_out > 0 and (self.missing_returned > 0 or not by_inputs))):
             return
         self.done = True
         self._close()

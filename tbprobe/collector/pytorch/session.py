@@ -323,15 +323,18 @@ class Session:
                     g.register_hook(NodeHook(node_tr))
         return used
 
-    def finish_backward(self, tr: BackwardTracker, outs: Sequence[torch.Tensor], used: Sequence[int] = ()) -> None:
+    def finish_backward(self, tr: BackwardTracker, outs: Sequence[torch.Tensor], used: Sequence[int] = (),
+                        ins: Sequence[torch.Tensor] = ()) -> None:
         """Hook the gradients of the call's outputs that require grad, `outs`. Those at the positions `used` get
-        what the consumers after the call send (finish_input_shares says which; watch_gradient)."""
+        what the consumers after the call send (finish_input_shares says which; watch_gradient); those of them
+        that are inputs `ins` returned as they are, the record waits for."""
         if not outs:
             tr.done = True
             return
         tr.out_items = [None] * len(outs)
         tr.missing_out = len(outs)
-        tr.wait_all = bool(used)
+        tr.returned = frozenset(i for i in used if any(outs[i] is t for t in ins))
+        tr.missing_returned = len(tr.returned)
         for i, t in enumerate(outs):
             if not (used and i in used and self.watch_gradient(t, tr.on_out, i)):
                 _hook_gradient(t, i, tr.on_out_node, tr.on_out)

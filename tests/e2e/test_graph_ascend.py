@@ -217,3 +217,18 @@ def test_monitor_view_is_mounted_again_in_the_new_language(plugin, e2e_logdir):
         " return t.length === 1 && /[\\u4e00-\\u9fff]/.test(t[0].innerText); }", timeout=30000)
     assert p.testid("monitor-root").count() == 1
     p.shot("monitor_zh")
+
+
+def test_node_details_can_be_reached_in_a_small_window(plugin, e2e_logdir):
+    """The graph column scrolls when its panes and the details panel do not fit; a normal window does not need to."""
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    overflow = "() => { const m = document.querySelector('.ga-graph-main'); return m.scrollHeight - m.clientHeight; }"
+    assert p.frame.evaluate(overflow) <= 0
+    plugin.page.set_viewport_size({"width": 560, "height": 420})
+    p.frame.wait_for_function("() => innerHeight < 420")
+    details = p.testid("node-details")
+    details.scroll_into_view_if_needed()
+    bottom, height = p.frame.evaluate("() => [document.querySelector('[data-testid=node-details]')"
+                                      ".getBoundingClientRect().bottom, innerHeight]")
+    assert bottom <= height + 1, f"the details panel ends at {bottom}px, below the {height}px frame"
+    p.shot("small_window_details")

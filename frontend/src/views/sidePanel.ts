@@ -125,6 +125,8 @@ export class SidePanel {
     const q = this.searchInput.value;
     const side = (this.searchSide.value || "NPU") as Side;
     clear(this.searchList);
+    // the results of the side searched before would stay outlined there, as if they matched this search
+    for (const other of this.ctx.meta()?.sides ?? []) if (other !== side) this.graph.setHighlights(other, []);
     if (!q) {
       this.searchCount.textContent = "";
       this.searchWord.textContent = "";
@@ -142,6 +144,7 @@ export class SidePanel {
       if (seq !== this.searchSeq) return;
       this.searchCount.textContent = "0";
       this.searchWord.textContent = t("results");
+      this.graph.setHighlights(side, []);
       this.ctx.error(e);
     }
   }

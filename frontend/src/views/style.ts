@@ -18,7 +18,10 @@ export const CSS = `
 .ga-body { flex:1; min-height:0; display:flex; position:relative; }
 .ga-body > * { flex:1; min-width:0; }
 .ga-graph-view { display:flex; min-height:0; }
-.ga-graph-main { flex:1; min-width:0; display:flex; flex-direction:column; }
+/* overflow-y: in a window too low for the panes' and the details' minimum heights the column scrolls, so the
+   details stay reachable; where they fit, the panes take the rest and nothing scrolls */
+.ga-graph-main { flex:1; min-width:0; display:flex; flex-direction:column; min-height:0;
+  overflow-y:auto; }
 .ga-toolbar { display:flex; flex-wrap:wrap; gap:6px; align-items:center; padding:6px 10px; }
 .ga-breadcrumbs { padding:2px 10px 6px; white-space:nowrap; overflow-x:auto; }
 .ga-crumb { color:var(--accent); text-decoration:none; }
@@ -53,6 +56,8 @@ export const CSS = `
 .ga-metrics { font-size:11px; white-space:nowrap; }
 .ga-legend-item { display:flex; align-items:center; gap:6px; margin:3px 0; }
 .ga-legend-item input[type=color] { width:32px; height:20px; padding:0; }
+.ga-legend-message { color:#a50e0e; margin:4px 0; }
+.ga-dark .ga-legend-message { color:#f6aea9; }
 .ga-gradient { height:12px; border-radius:3px; border:1px solid var(--line); }
 .ga-swatch { width:28px; height:16px; border-radius:3px; border:1px solid var(--line); }
 .ga-table { border-collapse:collapse; font-size:12px; }

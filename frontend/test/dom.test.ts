@@ -60,7 +60,7 @@ describe("node details tables", () => {
   it("side-file names follow the reference", () => {
     expect(visConfigName("compare_20261130025840.vis.db", 0, 1)).toBe("compare_20261130025840_0_1.vis.config");
     const l = recolor({ "#111111": { value: [0, 1] }, "#222222": { value: [] } }, "#111111", "#ABCDEF");
-    expect(Object.keys(l)).toEqual(["#ABCDEF", "#222222"]);
+    expect(Object.keys(l ?? {})).toEqual(["#ABCDEF", "#222222"]);
   });
 });
 
@@ -71,5 +71,17 @@ describe("compare dashboard columns", () => {
       "MaxRelativeErr", "Result"];
     expect(orderColumns(cols, { "Max diff": "tip" })).toEqual(["node", "order", "precision", "io", "key", "Max diff",
       "MaxRelativeErr", "Result", "type", "dtype", "Max", "Min"]);
+  });
+});
+
+describe("counterpart navigation", () => {
+  it("reveals the counterpart by its link only when the link leads to it", async () => {
+    const { counterpartPath } = await import("../src/views/graphView");
+    const path = ["DefaultModel", "Module.blocks.1.Block.forward.0", "Module.blocks.1.attn.Attention.forward.0"];
+    expect(counterpartPath({ counterpart: path[2], matched_node_link: path })).toEqual(path);
+    // a link left over from the partner a manual match replaced
+    const stale = ["DefaultModel", "Module.blocks.1.Block.forward.0", "Module.blocks.1.mlp.MLP.forward.0"];
+    expect(counterpartPath({ counterpart: path[2], matched_node_link: stale })).toBeNull();
+    expect(counterpartPath({ counterpart: null, matched_node_link: stale })).toBeNull();
   });
 });

@@ -1,40 +1,84 @@
 """The write routes' work: manual match / unmatch into side files, legend edits, and the explicit apply that
 copies the database to a backup and then writes the side-file edits into it."""
 import json
+import math
 import os
 import shutil
 import sqlite3
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_data import GraphData
 from tbprobe.tb_plugin.graph_store import DbGraphFile
-from tbprobe.tb_plugin.manual_match import pair_descendants, recompute
+from tbprobe.tb_plugin.manual_match import Overlay, pair_descendants, recompute
 from tbprobe.tb_plugin.side_files import matches_name
 
 __all__ = ["Edits", "validate_legend"]
 
 _MAX_LEGEND_ENTRIES = 64
+_MAX_CHANGED = 5000  # pairs whose nodes a match's answer lists: a bulk match can pair far more
 
 
 def validate_legend(colors) -> Dict[str, dict]:
+    """The legend as stored: every entry checked, and no two entries that would paint with one colour or claim
+    one precision (the frontend keys its legend by colour, so a clash would silently drop an entry)."""
     if not isinstance(colors, dict) or not colors or len(colors) > _MAX_LEGEND_ENTRIES:
         raise ApiError(400, "node_colors must be a non-empty object of at most 64 colours")
     out = {}
     for color, spec in colors.items():
-        if not (isinstance(color, str) and len(color) in (4, 7) and color.startswith("#")
-                and all(c in "0123456789abcdefABCDEF" for c in color[1:])):
-            raise ApiError(400, f"bad colour {str(color)[:20]!r}: expected #RGB or #RRGGBB")
+        _check_color(color)
         if not isinstance(spec, dict):
             raise ApiError(400, f"colour {color}: expected an object with value/description/accuracy_level")
-        value = spec.get("value", [])
-        if not isinstance(value, list) or len(value) not in (0, 2) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            raise ApiError(400, f"colour {color}: value must be [] or [low, high]")
-        out[color] = {"value": value, "description": str(spec.get("description", ""))[:500],
+        out[color] = {"value": _legend_range(color, spec.get("value", [])),
+                      "description": str(spec.get("description", ""))[:500],
                       "accuracy_level": str(spec.get("accuracy_level", ""))[:50]}
+    _check_no_clash(out)
     return out
+
+
+def _check_color(color) -> None:
+    if not (isinstance(color, str) and len(color) in (4, 7) and color.startswith("#")
+            and all(c in "0123456789abcdefABCDEF" for c in color[1:])):
+        raise ApiError(400, f"bad colour {str(color)[:20]!r}: expected #RGB or #RRGGBB")
+
+
+def _legend_range(color: str, value) -> list:
+    if not isinstance(value, list) or len(value) not in (0, 2) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise ApiError(400, f"colour {color}: value must be [] or [low, high]")
+    # json.loads reads NaN and Infinity; stored, they would come back as null and break the range lookup
+    if not all(math.isfinite(v) for v in value):
+        raise ApiError(400, f"colour {color}: value must hold finite numbers")
+    if value and value[0] > value[1]:
+        raise ApiError(400, f"colour {color}: value [{value[0]}, {value[1]}] has its low end above its high end")
+    return value
+
+
+def _canonical_color(color: str) -> str:
+    digits = color[1:].upper()
+    return "#" + ("".join(c * 2 for c in digits) if len(digits) == 3 else digits)
+
+
+def _check_no_clash(legend: Dict[str, dict]) -> None:
+    seen: Dict[str, str] = {}
+    for color in legend:
+        same = seen.setdefault(_canonical_color(color), color)
+        if same != color:
+            raise ApiError(400, f"colours {same} and {color} are the same colour: each entry needs its own")
+    entries = list(legend.items())
+    for i, (a, spec_a) in enumerate(entries):
+        for b, spec_b in entries[i + 1:]:
+            if _ranges_clash(spec_a["value"], spec_b["value"]):
+                raise ApiError(400, f"colours {a} and {b} claim overlapping ranges {spec_a['value']} and "
+                                    f"{spec_b['value']}")
+
+
+def _ranges_clash(x: list, y: list) -> bool:
+    """Two empty ranges both claim the unmatched nodes; two ranges clash when they share more than an end."""
+    if not x or not y:
+        return not x and not y
+    return max(x[0], y[0]) < min(x[1], y[1])
 
 
 class Edits:
@@ -51,54 +95,51 @@ class Edits:
     def match(self, run, file, step, rank, debug: str, bench_name: str, descendants: bool) -> dict:
         gf, npu, bench = self._compare_graphs(run, file, step, rank)
         d, b = npu.find(debug), bench.find(bench_name)
-        pairs = pair_descendants(npu, bench, d, b) if descendants else [(d, b)]
+        pairs = [(npu.names[pd], bench.names[pb]) for pd, pb in
+                 (pair_descendants(npu, bench, d, b) if descendants else [(d, b)])]
         sf = self.data.side_files(run, file)
         with sf.lock(matches_name(file, step, rank)):
             matches, unmatched = sf.matches(step, rank), set(sf.unmatched(step, rank))
-            for pd, pb in pairs:
-                matches[npu.names[pd]] = bench.names[pb]
-                unmatched.discard(npu.names[pd])
+            before = Overlay(gf, step, rank, dict(matches), sorted(unmatched), gf.meta()["task"])
+            claimants = _claimants(matches)
+            for dn, bn in pairs:
+                _claim(matches, unmatched, claimants, dn, bn)
             sf.save_matches(step, rank, matches, sorted(unmatched))
-        return {"file": matches_name(file, step, rank), "changed": self._changed(run, file, gf, step, rank, pairs)}
+        shown = pairs[:_MAX_CHANGED]
+        debugs, benches = _neighbours(before, [dn for dn, _ in shown], [bn for _, bn in shown])
+        return {"file": matches_name(file, step, rank),
+                "changed": self._changed(run, file, gf, step, rank, debugs, benches)}
 
     def unmatch(self, run, file, step, rank, debug: str, descendants: bool) -> dict:
         gf, npu, bench = self._compare_graphs(run, file, step, rank)
-        d = npu.find(debug)
-        names = [d]
+        names = [npu.find(debug)]
         if descendants:
             k = 0
             while k < len(names):
                 names.extend(npu.children(names[k]))
                 k += 1
+        names = [npu.names[i] for i in names]
         sf = self.data.side_files(run, file)
-        pairs = []
         with sf.lock(matches_name(file, step, rank)):
             matches, unmatched = sf.matches(step, rank), set(sf.unmatched(step, rank))
-            for i in names:
-                name = npu.names[i]
-                manual = matches.pop(name, None)
-                stored_peer = _stored_peer(gf, step, rank, name)
-                if stored_peer:
+            before = Overlay(gf, step, rank, dict(matches), sorted(unmatched), gf.meta()["task"])
+            for name in names:
+                matches.pop(name, None)
+                if _stored_peer(gf, step, rank, name):
                     unmatched.add(name)
-                for peer in (manual, stored_peer):
-                    if peer and peer in bench.by_name:
-                        pairs.append((i, bench.by_name[peer]))
-                if not manual and not stored_peer:
-                    pairs.append((i, -1))
             sf.save_matches(step, rank, matches, sorted(unmatched))
-        return {"file": matches_name(file, step, rank), "changed": self._changed(run, file, gf, step, rank, pairs)}
+        debugs, benches = _neighbours(before, names[:_MAX_CHANGED], [])
+        return {"file": matches_name(file, step, rank),
+                "changed": self._changed(run, file, gf, step, rank, debugs, benches)}
 
-    def _changed(self, run, file, gf, step, rank, pairs) -> List[dict]:
+    def _changed(self, run, file, gf, step, rank, debugs: List[str], benches: List[str]) -> List[dict]:
         _, npu = self.data.graph(run, file, step, rank, "NPU")
         _, bench = self.data.graph(run, file, step, rank, "Bench")
         ov = self.data.overlay(run, file, gf, step, rank)
-        over_n = ov.for_side("NPU") if ov else {}
-        over_b = ov.for_side("Bench") if ov else {}
         out = []
-        for d, b in pairs[:5000]:
-            out.append(dict(npu.summary(d, over_n), side="NPU"))
-            if b >= 0:
-                out.append(dict(bench.summary(b, over_b), side="Bench"))
+        for side, idx, names in (("NPU", npu, debugs), ("Bench", bench, benches)):
+            over = ov.for_side(side) if ov else {}
+            out.extend(dict(idx.summary(idx.by_name[n], over), side=side) for n in names if n in idx.by_name)
         return out
 
     def legend(self, run, file, colors) -> dict:
@@ -134,19 +175,11 @@ class Edits:
         for step, rank, m, u in updates:
             _, npu = self.data.graph(run, file, step, rank, "NPU")
             _, bench = self.data.graph(run, file, step, rank, "Bench")
-            for d in u:
-                peer = _stored_peer(gf, step, rank, d)
-                node_rows.append(("[]", None, step, rank, "NPU", d))
-                if peer:
-                    node_rows.append(("[]", None, step, rank, "Bench", peer))
-            for d, b in m.items():
-                if d not in npu.by_name or b not in bench.by_name:
-                    continue
-                prec, ind, outd = recompute(gf, step, rank, d, b, meta["task"])
-                node_rows.append((json.dumps(bench.path(bench.by_name[b])), prec, step, rank, "NPU", d))
-                node_rows.append((json.dumps(npu.path(npu.by_name[d])), None, step, rank, "Bench", b))
-                if ind is not None and outd is not None:
-                    data_rows.append((json.dumps(ind), json.dumps(outd), step, rank, "NPU", d))
+            ov = Overlay(gf, step, rank, m, u, meta["task"])
+            for row in _link_rows(ov, npu, bench, step, rank):
+                node_rows.append(row[:6])
+                if row[6] is not None:
+                    data_rows.append((json.dumps(row[6][0]), json.dumps(row[6][1]), step, rank, "NPU", row[5]))
         conn = sqlite3.connect(path)
         try:
             with conn:
@@ -166,6 +199,74 @@ class Edits:
         conn.close()
         self.data.files.forget(path)
         return {"backup": os.path.basename(backup), "nodes_updated": len(node_rows), "legend": bool(legend)}
+
+
+def _claimants(matches: Dict[str, str]) -> Dict[str, List[str]]:
+    out: Dict[str, List[str]] = {}
+    for d, b in matches.items():
+        out.setdefault(b, []).append(d)
+    return out
+
+
+def _claim(matches: Dict[str, str], unmatched: set, claimants: Dict[str, List[str]], debug: str, bench: str):
+    """Match debug to bench. A debug node that held bench by an earlier manual match is left with none: falling
+    back to its stored partner would bring back a pair the user had replaced."""
+    for prev in claimants.pop(bench, []):
+        if prev != debug:
+            del matches[prev]
+            unmatched.add(prev)
+    old = matches.get(debug)
+    if old is not None and old != bench:
+        claimants[old].remove(debug)
+    matches[debug] = bench
+    claimants[bench] = [debug]
+    unmatched.discard(debug)
+
+
+def _neighbours(before: Overlay, debugs: List[str], benches: List[str]) -> Tuple[List[str], List[str]]:
+    """The nodes whose counterpart an edit of these may change: they, their partners before it (stored or
+    manual), and the stored partners of those partners, who get them back when a manual match lets go."""
+    d_out, b_out = dict.fromkeys(debugs), dict.fromkeys(benches)
+    for d in debugs:
+        for b in (before.stored_counterpart(d), before.matches.get(d)):
+            if b:
+                b_out[b] = None
+    for b in benches:
+        for d in (before.stored_debug(b), before.claimed.get(b)):
+            if d:
+                d_out[d] = None
+    given_b, given_d = set(benches), set(debugs)
+    for b in [b for b in b_out if b not in given_b]:
+        d = before.stored_debug(b)
+        if d:
+            d_out[d] = None
+    for d in [d for d in d_out if d not in given_d]:
+        b = before.stored_counterpart(d)
+        if b:
+            b_out[b] = None
+    return list(d_out), list(b_out)
+
+
+def _link_rows(ov: Overlay, npu, bench, step, rank):
+    """(link, precision, step, rank, side, name, compare fields or None) of every node whose counterpart the
+    edits change, the partners a match displaced included: the database must not keep a link to them."""
+    for side, own, other in (("NPU", npu, bench), ("Bench", bench, npu)):
+        for name, peer in sorted(ov.touched(side).items()):
+            if name not in own.by_name or (peer is not None and peer not in other.by_name):
+                continue  # a side-file name the graph does not hold: nothing to write
+            if peer is not None and not ov.is_manual(side, name):
+                continue  # its stored link stands
+            yield _link_row(ov, side, name, peer, other, step, rank)
+
+
+def _link_row(ov: Overlay, side, name, peer, other, step, rank):
+    if peer is None:
+        return "[]", None, step, rank, side, name, None
+    prec, fields = None, None
+    if side == "NPU":
+        prec, ind, outd = recompute(ov.file, step, rank, name, peer, ov.task)
+        fields = (ind, outd) if ind is not None and outd is not None else None
+    return json.dumps(other.path(other.by_name[peer])), prec, step, rank, side, name, fields
 
 
 def _stored_peer(gf, step, rank, name):

@@ -224,7 +224,7 @@ class GraphData:
                      (summary["subtree_precision"], summary["subtree_overflow"]), None)
         ov = self.overlay(run, file, gf, step, rank)
         if ov is not None:
-            out["counterpart"] = ov.counterpart(side, node, out["counterpart"])
+            self._overlay_counterpart(gf, step, rank, side, out, ov)
         out["matched"] = summary["matched"]
         out["order"] = i
         out["data_flow"] = gf.data_flow(step, rank, side, node)
@@ -237,6 +237,18 @@ class GraphData:
             except ApiError:
                 out["counterpart_data"] = None
         return out
+
+    @staticmethod
+    def _overlay_counterpart(gf, step, rank, side, out: dict, ov: Overlay) -> None:
+        """The edited counterpart, and a link that leads to it (the browser reveals the counterpart by the link:
+        the stored one would still lead to the partner a manual match replaced)."""
+        peer = ov.counterpart(side, out["name"], out["counterpart"])
+        if peer == out["counterpart"]:
+            return
+        out["counterpart"] = peer
+        other = gf.index(step, rank, "Bench" if side == "NPU" else "NPU")
+        i = other.by_name.get(peer) if peer is not None else None
+        out["matched_node_link"] = other.path(i) if i is not None else []
 
     def search(self, run, file, step, rank, side, q, regex, offset, limit) -> dict:
         gf, idx = self.graph(run, file, step, rank, side)

@@ -65,47 +65,84 @@ def pair_descendants(npu: GraphIndex, bench: GraphIndex, d: int, b: int) -> List
 
 
 class Overlay:
-    """Effective matches of one step x rank: stored links, minus the user's unmatches, plus the user's matches."""
+    """Effective matches of one step x rank: stored links, minus the user's unmatches, plus the user's matches.
+
+    Each node has at most one effective counterpart, the same seen from either side: a manual match takes its
+    bench node away from the debug node stored with it, and the debug node's stored bench partner is left with none.
+    """
 
     def __init__(self, graph_file, step: int, rank: int, matches: Dict[str, str], unmatched: List[str], task: str):
         self.matches = matches
         self.unmatched = set(unmatched) - set(matches)
-        self._file = graph_file
-        self._step, self._rank, self._task = step, rank, task
+        # bench -> debug; side files written before matches displaced each other may name one bench twice:
+        # the later match holds it
+        self.claimed = {b: d for d, b in matches.items()}
+        self.file, self.task = graph_file, task
+        self._step, self._rank = step, rank
+        self._stored_links: Dict[Tuple[str, str], Optional[str]] = {}
 
     def stored_counterpart(self, debug: str) -> Optional[str]:
-        try:
-            link = self._file.node(self._step, self._rank, "NPU", debug).get("matched_node_link") or []
-        except ApiError:
+        return self._stored("NPU", debug)
+
+    def stored_debug(self, bench: str) -> Optional[str]:
+        return self._stored("Bench", bench)
+
+    def _stored(self, side: str, name: str) -> Optional[str]:
+        # touched() asks for most names two or three times, and each ask reads a whole row
+        key = (side, name)
+        if key not in self._stored_links:
+            try:
+                link = self.file.node(self._step, self._rank, side, name).get("matched_node_link") or []
+            except ApiError:
+                link = []
+            self._stored_links[key] = str(link[-1]) if link else None
+        return self._stored_links[key]
+
+    def debug_peer(self, debug: str, stored: Optional[str]) -> Optional[str]:
+        """The bench counterpart of a debug node whose stored one is ``stored``."""
+        if debug in self.matches:
+            bench = self.matches[debug]
+            return bench if self.claimed[bench] == debug else None
+        if debug in self.unmatched or stored in self.claimed:
             return None
-        return str(link[-1]) if link else None
+        return stored
+
+    def bench_peer(self, bench: str, stored: Optional[str]) -> Optional[str]:
+        """The debug counterpart of a bench node whose stored one is ``stored``."""
+        if bench in self.claimed:
+            return self.claimed[bench]
+        if stored in self.unmatched or stored in self.matches:
+            return None
+        return stored
+
+    def counterpart(self, side: str, name: str, stored: Optional[str]) -> Optional[str]:
+        return self.debug_peer(name, stored) if side == "NPU" else self.bench_peer(name, stored)
+
+    def touched(self, side: str) -> Dict[str, Optional[str]]:
+        """Every node of one side whose counterpart the edits may change -> its effective counterpart."""
+        if side == "NPU":
+            names = set(self.matches) | self.unmatched
+            names.update(d for d in map(self.stored_debug, self.claimed) if d)
+            return {d: self.debug_peer(d, self.stored_counterpart(d)) for d in names}
+        names = set(self.claimed)
+        names.update(b for b in map(self.stored_counterpart, set(self.matches) | self.unmatched) if b)
+        return {b: self.bench_peer(b, self.stored_debug(b)) for b in names}
+
+    def is_manual(self, side: str, name: str) -> bool:
+        return name in (self.matches if side == "NPU" else self.claimed)
 
     def for_side(self, side: str) -> Dict[str, dict]:
         """node name -> fields that replace the stored ones in a NodeSummary."""
         out: Dict[str, dict] = {}
-        if side == "NPU":
-            for d in self.unmatched:
-                out[d] = {"matched": False, "precision": None, "manual": True}
-            for d, b in self.matches.items():
-                prec = recompute_precision(self._file, self._step, self._rank, d, b, self._task)
-                out[d] = {"matched": True, "precision": prec, "manual": True}
-        else:
-            for d in self.unmatched:
-                b = self.stored_counterpart(d)
-                if b:
-                    out[b] = {"matched": False, "manual": True}
-            for b in self.matches.values():
-                out[b] = {"matched": True, "manual": True}
+        for name, peer in self.touched(side).items():
+            manual = self.is_manual(side, name)
+            if peer is None:
+                out[name] = {"matched": False, "manual": True}
+                if side == "NPU":
+                    out[name]["precision"] = None
+            elif manual:
+                out[name] = {"matched": True, "manual": True}
+                if side == "NPU":
+                    out[name]["precision"] = recompute_precision(self.file, self._step, self._rank, name, peer,
+                                                                 self.task)
         return out
-
-    def counterpart(self, side: str, name: str, stored: Optional[str]) -> Optional[str]:
-        if side == "NPU":
-            if name in self.matches:
-                return self.matches[name]
-            return None if name in self.unmatched else stored
-        for d, b in self.matches.items():
-            if b == name:
-                return d
-        if stored is not None and stored in self.unmatched:
-            return None
-        return stored

@@ -49,6 +49,15 @@ def _series_specs(args):
     return specs
 
 
+def _check_recorded(job: dashboard.Job, metric: str, op: str) -> None:
+    """A heatmap of a metric or op the job has no series of is a mistyped request, not an empty result."""
+    known = job.to_json()["metrics"]
+    if op in known.get(metric, ()):
+        return
+    listed = "; ".join(f"{m} ({', '.join(ops)})" for m, ops in known.items()) or "none"
+    raise QueryError(404, f"job {job.name!r} has no {metric!r} series with op {op!r}; its metrics: {listed}")
+
+
 def get_routes(context: base_plugin.TBContext) -> Dict[str, Callable]:
     """The monitor's routes, keyed like the plugin's own (``/api/monitor/runs`` ...)."""
     provider = context.data_provider
@@ -78,12 +87,15 @@ def get_routes(context: base_plugin.TBContext) -> Dict[str, Callable]:
         return {"jobs": [j.to_json() for j in jobs.values()]}
 
     def heatmap(args, ctx, eid):
-        return dashboard.heatmap(
+        body = dashboard.heatmap(
             provider, ctx, eid, job=args.get("job"), metric=args.get("metric"), op=args.get("op", "norm"),
             mode=args.get("mode", "step_module"), rank=_int(args, "rank"), module=args.get("module") or None,
             step=_int(args, "step"), filter=args.get("filter"), offset=_int(args, "offset", 0),
             limit=_int(args, "limit", 200), max_cols=_int(args, "max_cols", 400), focus=args.get("focus") or None,
         )
+        if not body.get("total_rows"):  # only an empty page can come from a series the job never recorded
+            _check_recorded(dashboard.list_jobs(provider, ctx, eid, warm=False)[body["job"]], body["metric"], body["op"])
+        return body
 
     def series(args, ctx, eid):
         return dashboard.series(provider, ctx, eid, job=args.get("job"), specs=_series_specs(args),

@@ -28,6 +28,9 @@ def integer(args: Mapping, name: str, default: Optional[int] = None, lo: int = -
             raise ApiError(400, f"missing parameter: {name}")
         return default
     try:
+        # int() would truncate a JSON 1.5 to 1 where the query string's "1.5" is refused: refuse both
+        if isinstance(value, float):
+            raise ValueError(value)
         number = int(value)
     except (TypeError, ValueError):
         raise ApiError(400, f"parameter {name} must be an integer, got {str(value)[:40]!r}") from None

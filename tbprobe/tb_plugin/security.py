@@ -72,6 +72,20 @@ def _host_port(parts) -> str:
     return f"{host}:{port}"
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs) -> Dict[str, Any]:
+    """json.loads keeps the last of repeated keys: two legend entries of one colour would lose one unseen."""
+    out: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def read_json_post(request, max_bytes: int = MAX_BODY_BYTES) -> Dict[str, Any]:
     """The JSON object of a POST after the origin, type and size checks (403 / 415 / 413 / 400)."""
     check_origin(request.environ)
@@ -85,7 +99,9 @@ def read_json_post(request, max_bytes: int = MAX_BODY_BYTES) -> Dict[str, Any]:
     if len(raw) > max_bytes:
         raise ApiError(413, f"request body over {max_bytes} bytes")
     try:
-        body = json.loads(raw.decode("utf-8"))
+        body = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise ApiError(400, f"the body repeats the key {str(exc)[:60]!r}") from None
     except (UnicodeDecodeError, ValueError):
         raise ApiError(400, "the body is not valid JSON") from None
     except RecursionError:      # ("[" * 100000: the decoder's recursion, a 500 before)

@@ -118,3 +118,94 @@ def test_apply_backs_up_then_writes_the_edits(api, logdir):
     assert json.loads(link) == []
     _, node = api.get("/api/node", side="NPU", node="Tensor.__mul__.1.forward", **q)  # the server sees the new file
     assert node["matched_node_link"][-1] == "Tensor.__add__.1.forward"
+
+
+def _legend(**over):
+    colors = {"#FFFCF3": {"value": [0, 0.3], "accuracy_level": "pass"},
+              "#FFDC7F": {"value": [0.3, 0.6], "accuracy_level": "warning"},
+              "#FF704D": {"value": [0.6, 1], "accuracy_level": "error"},
+              "#C7C7C7": {"value": [], "accuracy_level": "unmatched node"}}
+    colors.update(over)
+    return colors
+
+
+def test_legend_refuses_clashing_entries_and_bad_ranges(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    side_file = logdir / run / (file + ".legend.json")
+    cases = {
+        "same colour": _legend(**{"#ffdc7f": {"value": [0.9, 0.95]}}),
+        "same colour, short form": _legend(**{"#CCC": {"value": [0.95, 1]}, "#CCCCCC": {"value": [2, 3]}}),
+        "overlapping ranges": _legend(**{"#000001": {"value": [0.5, 0.7]}}),
+        "two unmatched entries": _legend(**{"#000001": {"value": []}}),
+        "low above high": _legend(**{"#FFFCF3": {"value": [1, 0]}}),
+    }
+    for why, colors in cases.items():
+        status, body = api.post("/api/legend", dict(run=run, file=file, node_colors=colors))
+        assert status == 400 and "#" in body["error"], (why, body)
+    for raw in ("NaN, 1", "0, Infinity", "-Infinity, 0"):
+        body = '{"run": "%s", "file": "%s", "node_colors": {"#FFFCF3": {"value": [%s]}}}' % (run, file, raw)
+        status, reply = api.post("/api/legend", body)
+        assert status == 400 and "finite" in reply["error"], (raw, reply)
+    # one colour twice in the body: json.loads would keep the last and drop the other entry
+    body = '{"run": "%s", "file": "%s", "node_colors": {"#FFDC7F": {"value": [0, 0.3]}, "#FFDC7F": {"value": []}}}'
+    status, reply = api.post("/api/legend", body % (run, file))
+    assert status == 400 and "#FFDC7F" in reply["error"]
+    assert not side_file.exists()
+    assert api.post("/api/legend", dict(run=run, file=file, node_colors=_legend()))[0] == 200  # ranges may touch
+
+
+FC0, FC1 = "Module.layers.0.fc.Linear.forward.0", "Module.layers.1.fc.Linear.forward.0"
+ACT1 = "Module.layers.1.act.ReLU.forward.0"
+
+
+def _partner(api, q, side, name):
+    """(counterpart, matched) of a node, after checking that its link leads to that counterpart."""
+    _, node = api.get("/api/node", side=side, node=name, **q)
+    peer, link = node["counterpart"], node["matched_node_link"]
+    if peer is None:
+        assert link == [], (side, name, link)
+    else:
+        other = "Bench" if side == "NPU" else "NPU"
+        _, peer_node = api.get("/api/node", side=other, node=peer, **q)
+        assert link == peer_node["path"], (side, name, link)
+    return peer, node["matched"]
+
+
+def test_a_rematch_leaves_every_node_one_counterpart_in_the_answers_and_the_applied_database(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0)
+    status, body = api.post("/api/match", dict(q, debug=FC0, bench=ACT1))
+    assert status == 200, body
+    assert _partner(api, q, "NPU", FC0) == (ACT1, True)
+    assert _partner(api, q, "Bench", ACT1) == (FC0, True)
+    assert _partner(api, q, "Bench", FC0) == (None, False)  # the debug node's old partner
+    assert _partner(api, q, "NPU", ACT1) == (None, False)  # the bench node's old partner
+    changed = {(c["side"], c["name"]): c["matched"] for c in body["changed"]}
+    assert changed == {("NPU", FC0): True, ("Bench", ACT1): True, ("Bench", FC0): False, ("NPU", ACT1): False}
+    _, kids = api.get("/api/children", side="Bench", node="Module.layers.0.Block.forward.0", **q)
+    assert {c["name"]: c["matched"] for c in kids["children"]}[FC0] is False
+
+    # a second debug node takes the same bench node: the first one is left with none, not two claims
+    status, body = api.post("/api/match", dict(q, debug=FC1, bench=ACT1))
+    assert status == 200, body
+    assert _partner(api, q, "Bench", ACT1) == (FC1, True)
+    assert _partner(api, q, "NPU", FC0) == (None, False)
+    assert _partner(api, q, "Bench", FC1) == (None, False)
+    assert ("NPU", FC0) in {(c["side"], c["name"]) for c in body["changed"]}
+
+    assert api.post("/api/apply", dict(run=run, file=file))[0] == 200
+    links = {(side, name): json.loads(link)[-1] if json.loads(link) else None for side, name, link in sql(
+        logdir / run / file, "SELECT data_source, node_name, matched_node_link FROM tb_nodes WHERE node_name IN"
+        " (?, ?, ?)", (FC0, FC1, ACT1))}
+    assert links == {("NPU", FC0): None, ("NPU", FC1): ACT1, ("NPU", ACT1): None,
+                     ("Bench", FC0): None, ("Bench", FC1): None, ("Bench", ACT1): FC1}
+
+
+def test_a_fractional_step_in_a_json_body_is_refused_like_in_a_query(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    for route, body in (("/api/match", dict(debug=FC0, bench=FC0)), ("/api/unmatch", dict(debug=FC0))):
+        status, reply = api.post(route, dict(body, run=run, file=file, step=1.5, rank=0))
+        assert status == 400 and reply["error"] == "parameter step must be an integer, got '1.5'", (route, reply)
+    status, reply = api.get("/api/root", run=run, file=file, step="1.5", rank=0, side="NPU")
+    assert status == 400 and reply["error"] == "parameter step must be an integer, got '1.5'"
+    assert not [n for n in os.listdir(logdir / run) if n.endswith(".vis.config")]

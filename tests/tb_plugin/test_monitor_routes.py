@@ -105,6 +105,11 @@ def test_heatmap_filter_by_layer(client):
     assert h["rows"] == ["head", "layers.1", "layers.10", "layers.11"]
 
 
+def test_heatmap_filter_matching_nothing_is_an_empty_page_not_an_error(client):
+    h = get(client, "/api/monitor/heatmap", job="jobA", metric="output", op="norm", filter="no.such.layer")
+    assert h["rows"] == [] and h["total_rows"] == 0
+
+
 def test_heatmap_step_by_rank_and_module_by_rank(client):
     h = get(client, "/api/monitor/heatmap", job="jobA", metric="output", op="norm", mode="step_rank",
             module="layers.5", max_cols=50)
@@ -148,6 +153,9 @@ def test_anomaly_list_points_at_cells(client):
         ("/api/monitor/heatmap", {"job": "jobA", "metric": "output", "limit": "99999"}, 400, "limit"),
         ("/api/monitor/heatmap", {"job": "jobA", "metric": "output", "rank": "7"}, 404, "no rank 7"),
         ("/api/monitor/heatmap", {"job": "jobA", "metric": "output", "mode": "step_rank"}, 400, "needs parameter"),
+        ("/api/monitor/heatmap", {"job": "jobA", "metric": "zzz"}, 404, "its metrics: grad (max, norm); output"),
+        ("/api/monitor/heatmap", {"job": "jobA", "metric": "zzz", "mode": "module_rank"}, 404, "no 'zzz' series"),
+        ("/api/monitor/heatmap", {"job": "jobA", "metric": "output", "op": "min"}, 404, "with op 'min'"),
         ("/api/monitor/series", {"job": "jobA"}, 400, "at least one series"),
         ("/api/monitor/series", {"job": "jobA", "s": "0|layers.3"}, 400, "must be <rank>|<module>"),
         ("/api/monitor/series", {"job": "jobA", "s": "0|nope|output|norm"}, 404, "no series"),

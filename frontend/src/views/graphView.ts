@@ -17,6 +17,13 @@ export function isMetricName(name: string): boolean {
   return name !== "data_name" && name !== "requires_grad";
 }
 
+/** The path to reveal a node's counterpart by: its link when the link ends at the counterpart, else null (a link
+ * that ends elsewhere names a partner a manual match replaced; revealing it would open the wrong branch). */
+export function counterpartPath(d: Pick<NodeDetails, "counterpart" | "matched_node_link">): string[] | null {
+  const link = d.matched_node_link ?? [];
+  return d.counterpart && link.length && link[link.length - 1] === d.counterpart ? link : null;
+}
+
 export class GraphView {
   readonly el: HTMLElement;
   readonly panes = new Map<Side, GraphPane>();
@@ -231,8 +238,8 @@ export class GraphView {
     }
     try {
       const d = await this.ctx.api.node(this.ctx.sideKey(side), n.name);
-      const link = d.matched_node_link ?? [];
-      if (!link.length) return;
+      const link = counterpartPath(d);
+      if (!link) return;
       const target = other.byName.get(link[link.length - 1]);
       if (expanded) {
         const m = await other.revealPath(link);
@@ -271,8 +278,8 @@ export class GraphView {
     this.counterpart = null;
     if (other && d.counterpart) {
       this.counterpart = { side: otherSide, name: d.counterpart };
-      const link = d.matched_node_link ?? [];
-      const m = link.length ? await other.revealPath(link) : other.byName.get(d.counterpart) ?? null;
+      const link = counterpartPath(d);
+      const m = link ? await other.revealPath(link) : other.byName.get(d.counterpart) ?? null;
       if (seq !== this.selectSeq) return;
       this.saveExpansion();
       if (m && !other.nodeRect(m.name)) other.focus(m);

@@ -12,6 +12,33 @@ export function visConfigName(file: string, step: number, rank: number): string 
   return `${tag}_${step}_${rank}.vis.config`;
 }
 
+/** The {debug: bench} pairs of a .vis.config file's text; throws when the text is not such an object. */
+export function configPairs(fileName: string, text: string): [string, unknown][] {
+  const data = JSON.parse(text) as unknown;
+  if (!data || typeof data !== "object" || Array.isArray(data)) throw new Error(`${fileName}: not a {debug: bench} object`);
+  return Object.entries(data as Record<string, unknown>);
+}
+
+/** Match every pair, one refusal stopping none of the others; "debug → bench (why)" of each refused pair. */
+export async function matchEach(pairs: [string, unknown][],
+  match: (debug: string, bench: string) => Promise<unknown>): Promise<string[]> {
+  const failed: string[] = [];
+  for (const [debug, bench] of pairs) {
+    if (typeof bench !== "string") {
+      failed.push(`${debug} → ${JSON.stringify(bench)} (${t("configNotAName")})`);
+      continue;
+    }
+    try {
+      await match(debug, bench);
+    } catch (e) {
+      failed.push(`${debug} → ${bench} (${e instanceof Error ? e.message : String(e)})`);
+    }
+  }
+  return failed;
+}
+
+const SHOWN_FAILURES = 10; // the banner is one line: the rest are counted, not listed
+
 export class MatchPanel {
   readonly el: HTMLElement;
   private last: Record<Side, string | null> = { NPU: null, Bench: null };
@@ -99,17 +126,28 @@ export class MatchPanel {
     const f = input.files?.[0];
     input.value = "";
     if (!f) return;
+    await this.loadConfigText(f.name, await f.text());
+  }
+
+  /** Apply a .vis.config: every valid pair is matched, the refused ones are listed, and the graph and the count
+   * refresh whatever was refused (some pairs may have been written). */
+  async loadConfigText(fileName: string, text: string): Promise<void> {
+    let pairs: [string, unknown][];
+    let failed: string[];
     try {
-      const data = JSON.parse(await f.text()) as unknown;
-      if (!data || typeof data !== "object" || Array.isArray(data)) throw new Error(`${f.name}: not a {debug: bench} object`);
-      for (const [debug, bench] of Object.entries(data as Record<string, unknown>)) {
-        if (typeof bench !== "string") continue;
-        await this.ctx.api.match(this.ctx.graphKey(), debug, bench, false);
-      }
+      pairs = configPairs(fileName, text);
+      failed = await matchEach(pairs, (d, b) => this.ctx.api.match(this.ctx.graphKey(), d, b, false));
+    } catch (e) {
+      this.ctx.error(e);
+      return;
+    }
+    try {
       await this.graph.reloadKeepingView();
     } catch (e) {
       this.ctx.error(e);
     }
+    await this.load();
+    if (failed.length) this.ctx.error(new Error(failureMessage(fileName, failed, pairs.length)));
   }
 
   private async saveConfig(): Promise<void> {
@@ -132,4 +170,10 @@ export class MatchPanel {
       this.ctx.error(e);
     }
   }
+}
+
+function failureMessage(fileName: string, failed: string[], total: number): string {
+  const listed = failed.slice(0, SHOWN_FAILURES).join("; ");
+  const more = failed.length > SHOWN_FAILURES ? `; … (+${failed.length - SHOWN_FAILURES})` : "";
+  return `${fileName}: ${t("configPairsFailed")} (${failed.length}/${total}): ${listed}${more}`;
 }

@@ -181,8 +181,10 @@ static PyObject *compare_plain(PyObject *self, PyObject *const *args, Py_ssize_t
         for (int i = dp->n - 1; i >= 0 && target == NULL; i--)
             if (!slots[i].is_null)
                 target = &slots[i];
-        if (worst_in < 0.1 && worst_out > 0.5)
-            flag(target, LEVEL_ERROR, PyTuple_GET_ITEM(msgs, 5));
+        if (worst_in < 0.1) /* each output past the bound (the reference's RelativeErrChecker) */
+            for (int i = 0; i < dp->n; i++)
+                if (!slots[i].is_null && slots[i].is_output && slots[i].has_nre && slots[i].nre > 0.5)
+                    flag(&slots[i], LEVEL_ERROR, PyTuple_GET_ITEM(msgs, 5));
         if (worst_out > 10 * worst_in && worst_out >= 0.1)
             flag(target, LEVEL_WARNING, PyTuple_GET_ITEM(msgs, 6));
     }

@@ -312,8 +312,12 @@ def _node_rules(items: List[_Item], mode: str, placeholder: bool) -> None:
             # inputs without a NormRelativeErr (a Norm of 0 on both sides, an integer input's null Norm) count as
             # 0, as the reference counts N/A: an output error of such a node was never flagged
             worst_in = max(in_nre, default=0.0)
-            if worst_in < 0.1 and max(out_nre) > 0.5:
-                target.flag("error", MSG_NORM_ERR)
+            if worst_in < 0.1:
+                # each output past the bound, as the reference's RelativeErrChecker (the warning below goes on
+                # the first output, as its RelativeWarnChecker)
+                for it in outs:
+                    if it.nre is not None and it.nre > 0.5:
+                        it.flag("error", MSG_NORM_ERR)
             if max(out_nre) > 10 * worst_in and max(out_nre) >= _WARN_FLOOR:
                 target.flag("warning", MSG_NORM_WARN)
     elif mode == "tensor" and not placeholder:

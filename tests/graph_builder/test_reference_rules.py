@@ -4,8 +4,11 @@ precision rule with inputs of no NormRelativeErr, None values on both sides, ove
 parameters_grad hangs, and the warnings a damaged input gets."""
 import argparse
 import csv
+import json
 import os
 import signal
+
+import pytest
 
 from tbprobe.cli import main, run
 from tbprobe.graph_builder import run_graph
@@ -61,6 +64,31 @@ def test_an_output_error_counts_inputs_without_a_norm_relative_error_as_zero(tmp
     assert result["Tensor.sqrt.0.forward.output.0"] == "error"
     assert result["Tensor.float.0.forward.output.0"] == "error"
     assert result["Tensor.add.0.forward.output.0"] == "pass"
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_the_output_error_goes_on_each_output_past_the_bound(tmp_path, nested):
+    """A backward whose first output is right and second 60 % off: the error went on the first output (the
+    warning's place), the wrong one passed; msprobe's RelativeErrChecker flags each output past 0.5. Both the C
+    fast path and (with a nested argument) the general path."""
+    def data(scale):
+        extra = [[T((2,), norm=1.0)]] if nested else []
+        return {"Functional.linear.1.backward": {
+            "input": [T((4,), norm=1.0)] + extra,
+            "output": [T((4,), norm=1.0), T((4, 4), norm=scale), T((4,), norm=2.0)]}}
+
+    d, b = _pair(tmp_path, data)
+    path = run_graph(d, b, str(tmp_path / "o"), parallel=False, progress=False).path
+    conn = golden.open_ro(path)
+    out = json.loads(conn.execute("SELECT output_data FROM tb_nodes WHERE data_source='NPU' AND "
+                                  "node_name='Functional.linear.1.backward'").fetchone()[0])
+    results = {k.rsplit(".", 1)[-1]: (v["Result"], v["Err_message"]) for k, v in out.items()}
+    assert results["1"] == ("error", '["error: The NormRelativeErr of output is greater than 0.5."]')
+    assert results["0"] == ("warning", '["warning: The norm relative error of output is 10 times that of input."]')
+    assert results["2"] == ("pass", "[]")
+    assert main(["compare", "-tp", d, "-gp", b, "-o", str(tmp_path / "t")]) == 0
+    rows = {r["NPU Name"].rsplit(".", 1)[-1]: r["Result"] for r in _results(tmp_path / "t") if ".output." in r["NPU Name"]}
+    assert rows == {"0": "warning", "1": "error", "2": "pass"}
 
 
 def test_a_none_value_on_both_sides_is_a_pass_with_no_differences(tmp_path):

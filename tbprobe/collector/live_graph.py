@@ -6,11 +6,13 @@ Uses the graph builder's `build_rank_tables` (nodes, stacks and the data-flow ed
 draws) and the formats' `LiveVisDb` (each step one transaction: a reader never sees half a step).
 Framework-neutral.
 """
+import errno
+import glob
 import logging
 import os
 import re
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Set
 
 __all__ = ["LiveGraph", "side_dir", "KEEP_STEPS"]
 
@@ -32,6 +34,7 @@ class LiveGraph:
     def __init__(self, dump_path: str) -> None:
         self.dir = side_dir(dump_path)
         self._dbs: Dict[str, object] = {}
+        self._labels: Set[str] = set()   # every database this process made or tried to make (remove() deletes them)
         self.available = True
 
     def update(self, rank_dir: str, step: int) -> None:
@@ -57,11 +60,19 @@ class LiveGraph:
             # (the folder was deleted mid-run, as a dump folder may be: a new database, not writes to a lost file)
             db.close()
             db = None
-        if db is None:
-            os.makedirs(self.dir, exist_ok=True)
-            db = LiveVisDb(os.path.join(self.dir, f"build_{label}.vis.db"))
-            self._dbs[label] = db
-        db.add_graph(nodes, stacks, ext, step=step, rank=rank, edge_rows=edges, keep_steps=KEEP_STEPS)
+        try:
+            if db is None:
+                self._labels.add(label)
+                os.makedirs(self.dir, exist_ok=True)
+                db = LiveVisDb(os.path.join(self.dir, f"build_{label}.vis.db"))
+                self._dbs[label] = db
+            db.add_graph(nodes, stacks, ext, step=step, rank=rank, edge_rows=edges, keep_steps=KEEP_STEPS)
+        except Exception as exc:
+            # SQLite may say "disk I/O error" (or the database is unreadable) where the disk is full: said as what
+            # it is, so the caller switches the live graph off and frees its room
+            if _no_room(self.dir):
+                raise OSError(errno.ENOSPC, f"no room left under {self.dir}") from exc
+            raise
 
     def close(self) -> None:
         for db in self._dbs.values():
@@ -73,12 +84,22 @@ class LiveGraph:
 
     def remove(self) -> None:
         """Close and delete the databases (and their journals): the room they take is the dump's again."""
-        paths = [db.path for db in self._dbs.values()]
         self.close()
         self.available = False
-        for path in paths:
-            for suffix in ("", "-wal", "-shm"):
-                try:
-                    os.unlink(f"{path}{suffix}")
-                except OSError:
-                    pass
+        for label in self._labels:
+            path = os.path.join(self.dir, f"build_{label}.vis.db")
+            # (a database being made, under its temporary name, and the journals of both)
+            for f in [path] + glob.glob(glob.escape(path) + ".tmp-*"):
+                for suffix in ("", "-journal", "-wal", "-shm"):
+                    try:
+                        os.unlink(f"{f}{suffix}")
+                    except OSError:
+                        pass
+
+
+def _no_room(folder: str) -> bool:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 256 * 1024

@@ -70,7 +70,9 @@ class LiveVisDb:
             tmp.unlink()
         conn = sqlite3.connect(str(tmp), isolation_level=None)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            # (a rollback journal, not WAL, while it is made: the COMMIT then writes the file itself and fails on a
+            # full disk, where a WAL's close failed to copy the log in without a word, and the rename put a
+            # malformed database under the real name; the readers' WAL mode comes when it is opened)
             conn.execute("BEGIN")
             create_schema(conn, with_indexes=True)
             conn.execute(INSERT_CONFIG, tuple(config))
@@ -80,7 +82,7 @@ class LiveVisDb:
             os.replace(tmp, self.path)
         except BaseException:
             conn.close()
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", "-journal", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(f"{tmp}{suffix}")
             raise

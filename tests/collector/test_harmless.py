@@ -173,6 +173,18 @@ def test_unwritable_dump_path_is_clear_error_at_start(tmp_path):
     dbg.close()
 
 
+def test_a_side_folder_that_cannot_be_made_is_a_clear_error_at_start(tmp_path):
+    """dump_path writable, <dump_path>_tb not (a file there; a read-only parent): start() took it, and every step
+    then failed there again, counted as hook errors."""
+    from tbprobe import PrecisionDebugger
+
+    (tmp_path / "dump_tb").write_text("x")
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0])
+    with pytest.raises(TbprobeError, match="beside dump_path .*dump_tb: not writable"):
+        dbg.start(model=torch.nn.Linear(2, 2))
+    dbg.close()
+
+
 def test_disk_full_stops_collection_training_continues(tmp_path, monkeypatch, caplog):
     import tbprobe.collector.writer as writer
 
@@ -742,6 +754,44 @@ def test_a_disk_full_under_the_live_graph_switches_it_off_and_frees_its_room(tmp
     assert caplog.text.count("the live graph is switched off") == 1
     assert not [f for f in os.listdir(tmp_path / "dump_tb") if ".vis.db" in f]
     assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1", "step2"]
+
+
+def test_a_real_disk_full_while_the_live_graph_is_made_leaves_no_database_behind(tmp_path, caplog):
+    """The step's tensor files fill a 2 MB tmpfs, then the live graph's database is made: its WAL could not be
+    copied in as it closed (without a word), the rename put a malformed database under the real name, its journals
+    stayed, and the error (SQLite's "disk I/O error") was counted as a hook error, not seen as a full disk. Now the
+    database is made with a rollback journal (the COMMIT fails instead), a failure where no room is left is a full
+    disk, and switching the live graph off deletes what it was making."""
+    from tbprobe import PrecisionDebugger
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
+                                    torch.nn.LayerNorm(64), torch.nn.Linear(64, 1))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        dbg = PrecisionDebugger(dump_path=str(small / "dump"), task="tensor", level="L1", live_graph_interval=0.0)
+        losses = []
+        with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
+            for _ in range(20):
+                with dbg.collect(model):
+                    loss = model(torch.randn(32, 64)).pow(2).mean()
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                losses.append(loss.item())
+            dbg.close()
+        assert len(losses) == 20 and dbg.hook_errors == 0, dict(dbg.guard.counts)
+        assert "the live graph is switched off" in caplog.text
+        left = [f for f in os.listdir(small / "dump_tb") if ".vis.db" in f]
+        assert left == [], left
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def _tensor_run(tmp_path, name):

@@ -445,6 +445,10 @@ class PrecisionDebugger:
             return
         cfg = self.config
         check_writable(cfg.dump_path)
+        # (the event files, the live graph and task tensor's staging: failing there at every step, counted as hook
+        # errors, where the dump folder was writable and its parent was not)
+        check_writable(side_dir(cfg.dump_path), what="the folder beside dump_path for tbprobe's event files, live "
+                                                     "graph and tensor staging,")
         # (level debug writes debug.json alone, as the reference does: no graph to show)
         self._outputs = StepOutputs(cfg.dump_path, self.guard,
                                     self.live_graph and cfg.extra_info and cfg.level != "debug",

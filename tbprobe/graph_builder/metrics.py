@@ -131,7 +131,7 @@ def tensor_metrics(debug_path: str, bench_path: str) -> Tuple[Dict[str, str], Op
     n = n.ravel()
     b = b.ravel()
     if n.size == 0:
-        return na_tensor_fields(), "warning: empty tensor."
+        return na_tensor_fields(), None   # (nothing differs: a pass, as in the reference)
     message = None
     # sums of squares first: finite sums mean no NaN/Inf anywhere (float32 data cannot overflow them), which
     # spares two full passes in the common case
@@ -142,6 +142,8 @@ def tensor_metrics(debug_path: str, bench_path: str) -> Tuple[Dict[str, str], Op
         same = np.array_equal(n_bad, b_bad) and np.array_equal(np.where(n_bad, n, 0), np.where(b_bad, b, 0),
                                                                 equal_nan=True)
         if not same:
+            if np.array_equal(n_bad, b_bad):   # (+inf against -inf, inf against NaN)
+                return na_tensor_fields(), "error: NaN/Inf of different values at the same positions in NPU and bench tensors."
             return na_tensor_fields(), "error: NaN/Inf at different positions in NPU and bench tensors."
         n = np.where(n_bad, 0.0, n)
         b = np.where(b_bad, 0.0, b)

@@ -28,7 +28,7 @@ _TAIL = ["Requires_grad Consistent", "Result", "Err_message", "NPU_Stack_Info"]
 
 def columns_for(mode: str) -> List[str]:
     if mode == "md5":
-        return _HEAD + ["NPU MD5", "Bench MD5"] + _TAIL
+        return _HEAD + ["NPU MD5", "BENCH MD5"] + _TAIL   # (the reference's spelling, read by name by scripts)
     if mode == "tensor":
         return _HEAD + list(TENSOR_FIELDS) + _STATS_NPU + _STATS_BENCH + _TAIL + ["Data_name"]
     if mode == "structure":
@@ -88,16 +88,19 @@ def table_rows(debug: Graph, bench: Graph, mode: str) -> List[List[str]]:
                    "Bench Requires_grad": bs.get("requires_grad", "N/A") if bs else "N/A",
                    "NPU max": s.get("Max", "N/A"), "NPU min": s.get("Min", "N/A"), "NPU mean": s.get("Mean", "N/A"),
                    "NPU l2norm": s.get("Norm", "N/A"), "NPU MD5": s.get("md5", "N/A"),
-                   "NPU_Stack_Info": stack, "Data_name": s.get("data_name", "N/A")}
+                   "NPU_Stack_Info": stack,
+                   # both sides' files, as the reference writes them ("-1": none)
+                   "Data_name": str([s.get("data_name", "-1"), (bs or {}).get("data_name", "-1")])}
             if bs:
                 row.update({"Bench max": bs.get("Max", "N/A"), "Bench min": bs.get("Min", "N/A"),
                             "Bench mean": bs.get("Mean", "N/A"), "Bench l2norm": bs.get("Norm", "N/A"),
-                            "Bench MD5": bs.get("md5", "N/A")})
-            if mode == "statistics" and _null(s) and bs is not None and _null(bs):
+                            "BENCH MD5": bs.get("md5", "N/A")})
+            if _null(s) and bs is not None and _null(bs):
                 # None on both sides (an embedding's padding_idx, a past_key_values left out): the same value, a
-                # pass with no differences, as the reference's table writes it (was a row of N/A)
-                row.update(dict.fromkeys(_DIFFS, "0"))
-                row.update(dict.fromkeys(_STATS, "None"))
+                # pass with no differences, as the reference's table writes it (was a row of N/A), in every mode
+                if mode == "statistics":
+                    row.update(dict.fromkeys(_DIFFS, "0"))
+                    row.update(dict.fromkeys(_STATS, "None"))
                 row.update({"Requires_grad Consistent": "True", "Result": "pass", "Err_message": "[]"})
             for f in cols:
                 if f in s and f not in row:
@@ -138,7 +141,7 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
             with open(tmp, "w", newline="", encoding="utf-8") as f:
                 writer = csv.writer(f)
                 writer.writerow(header or [])
-                writer.writerows(all_rows)
+                writer.writerows([_text(v) for v in row] for row in all_rows)
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
@@ -159,8 +162,36 @@ def _write_xlsx(path: Path, header: List[str], rows: List[List[str]]) -> None:
     except ImportError:
         raise TbprobeError("--xlsx needs openpyxl: pip install openpyxl") from None
     wb = Workbook(write_only=True)
-    ws = wb.create_sheet("compare")
+    ws = wb.create_sheet("Sheet1")   # (the reference's sheet)
     ws.append(header)
     for row in rows:
-        ws.append(row)
+        ws.append([_cell(v) for v in row])
     wb.save(str(path))
+
+
+def _cell(value: str):
+    """A spreadsheet cell: numbers as numbers and True/False as booleans (so columns sort and filter as the
+    reference's do), the rest as written ("N/A", "12.5%", names)."""
+    if value in ("True", "False"):
+        return value == "True"
+    try:
+        number = float(value)
+    except ValueError:
+        return _text(value)
+    return number if value.strip().lower() not in ("nan", "inf", "-inf", "infinity", "-infinity") else value
+
+
+def _text(value: str) -> str:
+    """A text cell no spreadsheet runs as a formula: a dump's names are the dump writer's to choose (a cell
+    starting with = + @, or - where it is no number, is one in Excel), quoted as the plugin's CSV quotes them."""
+    if value[:1] in ("=", "+", "@") or (value[:1] == "-" and not _is_number(value)):
+        return "'" + value
+    return value
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True

@@ -8,7 +8,7 @@ import pytest
 
 from tbprobe.cli import main
 from tbprobe.graph_builder import compare_nodes
-from tests.graph_builder import golden
+from tests.graph_builder import golden, synth
 
 F = golden.INPUTS
 
@@ -24,6 +24,40 @@ def test_graph_build_and_compare(tmp_path, capsys):
     assert "mode md5: matched 43" in out and "unmatched 4" in out
     assert "first divergent node: step 0 rank 0: Module.layers.1.fc.Linear.forward.0" in out
     assert len(list((tmp_path / "c").glob("compare_*.vis.db"))) == 1
+
+
+def test_compare_table_cells_as_the_references(tmp_path, capsys):
+    """Tensor mode: Data_name names both sides' files (the bench's was left out), a None on both sides is a pass
+    (N/A was written outside statistics mode). XLSX: the reference's sheet, numbers and booleans as such (every
+    cell was text: no numeric sort or filter), and no cell a spreadsheet runs as a formula."""
+    assert main(["compare", "-tp", str(F / "npu_tensor"), "-gp", str(F / "bench_tensor"), "-o", str(tmp_path / "t")]) == 0
+    rows = list(csv.DictReader(next((tmp_path / "t").glob("compare_result_*.csv")).open()))
+    named = [r for r in rows if r["Data_name"] != "['-1', '-1']" and r["Bench Name"] != "N/A"]
+    assert named and all(r["Data_name"].startswith("['") and r["Data_name"].count(".pt'") == 2 for r in named)
+    nones = [r for r in rows if r["NPU Dtype"] == "N/A" and r["Bench Name"] != "N/A"]
+    assert nones and all(r["Result"] == "pass" and r["Requires_grad Consistent"] == "True" for r in nones)
+
+    import openpyxl
+
+    docs = synth.read_rank("npu_stat")
+    data = docs["dump.json"]["data"]
+    data["=HYPERLINK(\"x\").0.forward"] = data.pop("Functional.linear.0.forward")
+    for side in ("d", "b"):
+        synth.write_rank(tmp_path / side, docs)
+    assert main(["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "x"),
+                 "--xlsx"]) == 0
+    wb = openpyxl.load_workbook(next((tmp_path / "x").glob("compare_result_*.xlsx")))
+    assert wb.sheetnames == ["Sheet1"]
+    ws = wb.active
+    header = [c.value for c in next(ws.iter_rows(max_row=1))]
+    cells = [dict(zip(header, [c.value for c in r])) for r in ws.iter_rows(min_row=2)]
+    assert all(c.data_type != "f" for r in ws.iter_rows() for c in r)
+    assert any(str(r["NPU Name"]).startswith("'=HYPERLINK") for r in cells)
+    assert any(isinstance(r["NPU max"], float) for r in cells)
+    assert all(isinstance(r["Requires_grad Consistent"], bool) for r in cells if r["Bench Name"] != "N/A")
+    assert main(["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "c")]) == 0
+    text = next((tmp_path / "c").glob("compare_result_*.csv")).read_text()
+    assert "'=HYPERLINK" in text
 
 
 def test_older_input_json_form(tmp_path, capsys):
@@ -49,7 +83,7 @@ def test_compare_table_csv_and_xlsx(tmp_path, capsys):
     import openpyxl
     ws = openpyxl.load_workbook(next(out.glob("compare_result_*.xlsx"))).active
     header = [c.value for c in next(ws.iter_rows(max_row=1))]
-    assert "NPU MD5" in header and "Bench MD5" in header
+    assert "NPU MD5" in header and "BENCH MD5" in header
 
 
 def _bad(tmp_path, argv, capsys, *names):

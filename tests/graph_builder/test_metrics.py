@@ -49,6 +49,18 @@ def test_tensor_metrics_values_and_edge_cases(tmp_path):
     assert tensor_metrics(a, str(tmp_path / "missing.npy"))[1].startswith("warning")
 
 
+def test_tensor_metrics_of_empty_tensors_and_special_values_in_place(tmp_path):
+    # an empty tensor on both sides: nothing differs, a pass as in the reference (was a warning, a yellow node)
+    e1, e2 = _save(tmp_path, "e1.npy", np.zeros((0, 4))), _save(tmp_path, "e2.npy", np.zeros((0, 4)))
+    assert tensor_metrics(e1, e2)[1] is None
+    # +inf against -inf at one position: the values differ, the positions do not (the message said they did)
+    i1, i2 = _save(tmp_path, "i1.npy", [np.inf, 1.0]), _save(tmp_path, "i2.npy", [-np.inf, 1.0])
+    assert tensor_metrics(i1, i2)[1] == ("error: NaN/Inf of different values at the same positions in NPU and "
+                                         "bench tensors.")
+    n3 = _save(tmp_path, "n3.npy", [1.0, np.nan])
+    assert "different positions" in tensor_metrics(i1, n3)[1]
+
+
 def test_md5_mode_and_exempt_apis():
     d = {"input_args": [dict(T((2,)), md5="aaaa0000")], "input_kwargs": {}, "output": [dict(T((2,)), md5="1")]}
     b = {"input_args": [dict(T((2,)), md5="aaaa0000")], "input_kwargs": {}, "output": [dict(T((2,)), md5="2")]}

@@ -146,3 +146,35 @@ def test_tensor_methods_in_compiled_code_keep_their_names(tmp_path, level, backe
     if level == "mix":
         assert "Module.fc.Linear.forward.0" in names[1]
     assert not [str(w.message) for w in recwarn if "tbprobe" in str(w.message)]
+
+
+def test_a_compiled_attention_at_mix_gives_no_dynamo_warning(tmp_path, recwarn):
+    """nn.MultiheadAttention compiled at mix: dynamo traced into the operator mode's record of a call (reading
+    the caller's frame for the arguments as written) and warned that it cannot trace sys._getframe. tbprobe's
+    work in the mode runs with torch functions off now, where dynamo breaks the graph without a word."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, h):
+            a, _ = self.mha(h, h, h)
+            return self.fc(h + a).sum()
+
+    dynamo.reset()
+    model = Net()
+    run = torch.compile(model, backend="eager")
+    dbg = make_debugger(tmp_path, level="mix", steps=2)
+    for _ in range(2):
+        dbg.start(model=model)
+        run(torch.randn(2, 3, 8)).backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    assert not [str(w.message) for w in recwarn if "getframe" in str(w.message) or "tbprobe" in str(w.message)]
+    names = load_rank(rank_dirs(str(tmp_path / "dump"), 1)[0])["dump"]["data"]
+    assert any(n.startswith("Module.mha.MultiheadAttention.forward") for n in names)

@@ -173,6 +173,58 @@ def test_unwritable_dump_path_is_clear_error_at_start(tmp_path):
     dbg.close()
 
 
+@pytest.mark.parametrize("level", ["L0", "L1", "mix"])
+def test_the_users_subclasses_and_function_modes_see_only_the_users_calls(tmp_path, level):
+    """At L1 and mix tbprobe's own torch calls (statistics, property reads, the step's read-back) went through the
+    user's tensor subclass's __torch_function__ (86 calls where the user's code made 2) and through a
+    TorchFunctionMode the user entered before start() (123 -> 420); they run with torch functions disabled now."""
+    import collections
+
+    from torch.overrides import TorchFunctionMode
+
+    from tbprobe import PrecisionDebugger
+
+    seen = collections.Counter()
+
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen[getattr(func, "__name__", repr(func))] += 1
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    class Counting(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = collections.Counter()
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.calls[getattr(func, "__name__", repr(func))] += 1
+            return func(*args, **(kwargs or {}))
+
+    def run(dbg):
+        seen.clear()
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU(), torch.nn.Linear(4, 1))
+        mode = Counting()
+        with mode:
+            if dbg:
+                dbg.start(model=model)
+            x = torch.ones(3, 4).as_subclass(Logged)
+            (model(x) * 2).sum().backward()
+            if dbg:
+                dbg.stop()
+                dbg.step()
+        return dict(seen), dict(mode.calls)
+
+    plain = run(None)
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level=level)
+    collected = run(dbg)
+    dbg.close()
+    assert dbg.hook_errors == 0
+    assert collected == plain
+    assert plain[0] and plain[1]
+
+
 def test_a_side_folder_that_cannot_be_made_is_a_clear_error_at_start(tmp_path):
     """dump_path writable, <dump_path>_tb not (a file there; a read-only parent): start() took it, and every step
     then failed there again, counted as hook errors."""

@@ -83,6 +83,7 @@ def _pop_own(mode: TorchFunctionMode) -> None:
 
 
 _VIEW_AS = torch.Tensor.view_as
+_NoTorchFunction = torch._C.DisableTorchFunction
 _FUNCTION_APPLY = torch.autograd.function.Function.apply.__func__.__code__
 
 
@@ -350,6 +351,11 @@ class ApiCapture:
         the user registered (register_custom_api), recorded whatever the risk level, as one call: the torch calls
         inside it are not recorded, as the reference does it."""
         s = self.session
+        # tbprobe's own torch calls (statistics, views, reads) skip the user's tensor subclasses' __torch_function__
+        # and the user's modes below this one (a logging subclass saw 86 calls where its code made 2); `func`
+        # itself runs outside the guard, as without the collector
+        guard = _NoTorchFunction()
+        guard.__enter__()
         if s.deferred:
             s.flush_deferred()
         s.busy += 1
@@ -373,21 +379,27 @@ class ApiCapture:
         except Exception as exc:
             s.guard.report("operator pre-call", exc)
             s.busy -= 1
+            guard.__exit__(None, None, None)
             return func(*args, **kwargs)
         except BaseException:    # a Ctrl-C landing here: the user's, and nothing of tbprobe's left busy
             s.busy -= 1
+            guard.__exit__(None, None, None)
             raise
         if not custom:
             s.busy -= 1      # (a custom function stays busy: the calls inside it are not recorded)
+        guard.__exit__(None, None, None)
         try:
             out = func(*args, **kwargs)
         except BaseException:
             if custom:
                 s.busy -= 1
-            self._raised(name, parent, args_items, kwargs_items)
+            with _NoTorchFunction():
+                self._raised(name, parent, args_items, kwargs_items)
             raise
         if not custom:
             s.busy += 1
+        guard = _NoTorchFunction()
+        guard.__enter__()
         try:
             if api in _BUFFER_UPDATES:
                 # the running statistics it updated in place without a version bump: summarised anew next time
@@ -412,4 +424,5 @@ class ApiCapture:
             s.guard.report("operator post-call", exc)
         finally:
             s.busy -= 1
+            guard.__exit__(None, None, None)
         return out

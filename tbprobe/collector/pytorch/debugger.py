@@ -171,7 +171,8 @@ class PrecisionDebugger:
             if why:
                 raise TbprobeError(why)
             self.model = model
-            self._modules.attach(model)
+            with torch._C.DisableTorchFunction():   # (the hooks' torch calls are tbprobe's: as in step())
+                self._modules.attach(model)
         if not self._step_open:
             self.session.begin_step(self.current_step)
             if self._modules is not None:
@@ -243,6 +244,11 @@ class PrecisionDebugger:
         """Finish the current step and advance the step counter. With async_dump false (the reference's default)
         step() writes the step's files itself and returns once they are on disk; with true a background thread
         writes them and step() returns at once."""
+        # (the step's read-back and files are tbprobe's own torch calls: kept from the user's modes and subclasses)
+        with torch._C.DisableTorchFunction():
+            self._end_step()
+
+    def _end_step(self) -> None:
         if self.session.active:
             self.stop()
         if self._step_open:

@@ -285,8 +285,9 @@ class ModuleHooks:
                 # (the reference hooks the parameters at each forward): their gradients come after (between
                 # collected steps start() looks again)
                 try:
-                    if pg.lazy or params_changed(mod, pg.sig):
-                        pg.hook(mod)
+                    with _NoTorchFunction():   # (its property reads are tbprobe's, not the user's mode's)
+                        if pg.lazy or params_changed(mod, pg.sig):
+                            pg.hook(mod)
                 except Exception as exc:
                     s.guard.report("module forward hook", exc)
             calls = self._calls.get(id(mod))

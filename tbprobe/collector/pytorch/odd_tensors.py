@@ -23,7 +23,7 @@ from typing import List, Optional, Tuple
 import torch
 
 __all__ = ["REDUCIBLE", "ROW_KEYS", "is_odd", "shape_of", "stats_row", "checksum_source", "savable",
-           "functorch_view"]
+           "functorch_view", "legacy_batched"]
 
 # dtypes with CPU reductions (aminmax, sum, vector_norm): complex through abs, bool through float
 REDUCIBLE = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
@@ -50,6 +50,13 @@ def functorch_view(t: torch.Tensor) -> Optional[Tuple[str, List[int], torch.Tens
     while _functorch.is_functorch_wrapped_tensor(plain):
         plain = _functorch.get_unwrapped(plain)
     return kind, list(plain.shape), plain
+
+
+def legacy_batched(t: torch.Tensor) -> bool:
+    """Whether `t` is a tensor of torch's older vmap (the gradients a backward hook gets under
+    `autograd.grad(..., is_grads_batched=True)`): no storage, no functorch level to unwrap, and statistics of it
+    computed at once would stay batched where the step's read-back stacks them (every item of that step lost)."""
+    return "Batched" in str(torch._C._dispatch_keys(t))
 
 
 def is_odd(t: torch.Tensor) -> bool:

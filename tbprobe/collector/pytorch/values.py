@@ -133,6 +133,10 @@ class ItemMaker:
                 view = odd_tensors.functorch_view(t)   # (the C reader refuses them: no storage)
                 if view is not None:
                     return self._functorch_item(t, view, key, save)
+                if t.is_cpu and odd_tensors.legacy_batched(t):   # (refused by the C reader too; rare)
+                    item = self._unreadable_item(t.requires_grad, t)
+                    item["type"] = "BatchedTensor"
+                    return item
                 self.on_stats(item, t)
             return item
         if _is_dtensor(t):

@@ -92,15 +92,22 @@ struct Share {
 
   Share(PyObject *f, PyObject *i) : fn(f, i) {}
 
-  // how many of the nodes the current backward pass runs (at least the one calling: the pass's first)
-  size_t running_now() const {
+  // how many of the nodes the current backward pass runs, `caller` (the pass's first to contribute) among them:
+  // it runs, though it is not in the graph task's nodes where it is the pass's root (`y.backward(g)` with y made
+  // here: the engine starts at y's node itself, which no edge reaches)
+  size_t running_now(const torch::autograd::Node *caller) const {
     const auto *in_graph = torch::autograd::get_current_graph_task_nodes_in_graph();
     const auto *exec = torch::autograd::get_current_graph_task_exec_info();
     if (in_graph == nullptr || in_graph->empty()) return nodes.size();
     size_t n = 0;
     for (const auto &weak : nodes) {
       auto node = weak.lock();
-      if (!node.defined() || in_graph->count(node.get()) == 0) continue;
+      if (!node.defined()) continue;
+      if (node.get() == caller) {
+        ++n;
+        continue;
+      }
+      if (in_graph->count(node.get()) == 0) continue;
       if (exec != nullptr && !exec->empty()) {   // (autograd.grad, backward(inputs=...): only what they need)
         auto it = exec->find(node.get());
         if (it == exec->end() || !it->second.should_execute()) continue;
@@ -139,8 +146,9 @@ void end_of_pass(const std::weak_ptr<Share> &weak, int task) {
 struct ShareHook : torch::autograd::FunctionPostHook {
   std::shared_ptr<Share> share;
   size_t slot;  // which of the node's outgoing gradients goes to the input
+  const torch::autograd::Node *node;   // the node it is a hook of (which owns it: never dangling)
 
-  ShareHook(std::shared_ptr<Share> s, size_t j) : share(std::move(s)), slot(j) {}
+  ShareHook(std::shared_ptr<Share> s, size_t j, const torch::autograd::Node *n) : share(std::move(s)), slot(j), node(n) {}
 
   torch::autograd::variable_list operator()(const torch::autograd::variable_list &outputs,
                                             const torch::autograd::variable_list &) override {
@@ -151,7 +159,7 @@ struct ShareHook : torch::autograd::FunctionPostHook {
       bool first = share->remaining == 0 || task != share->task;
       if (first) {
         if (share->remaining == 0 && task == share->task) return outputs;   // (handed on in this pass already)
-        share->remaining = share->running_now();   // this pass's (a later one gathers it anew)
+        share->remaining = share->running_now(node);   // this pass's (a later one gathers it anew)
         share->sum = at::Tensor();
       }
       share->task = task;
@@ -245,7 +253,7 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       Py_DECREF(index);
       for (auto &[node, j] : found[i]) {
         share->nodes.emplace_back(node->getptr());
-        node->add_post_hook(std::make_unique<ShareHook>(share, j));
+        node->add_post_hook(std::make_unique<ShareHook>(share, j, node));
       }
     }
   } catch (const std::exception &exc) {

@@ -1816,6 +1816,39 @@ def test_a_module_whose_output_the_loss_does_not_use_has_its_inputs_share_of_the
         assert names.index("Module.block.Block.backward.0") < names.index("Module.emb.Linear.backward.0"), names
 
 
+def test_a_module_whose_output_is_the_backward_root_has_its_whole_input_share(tmp_path):
+    """x * sigmoid(x) run with out.backward(g): the engine starts at the module's own Mul node, which is not among
+    the graph task's nodes (no edge reaches a root), so counting the nodes the pass runs missed it and the share
+    was handed on with the Mul's part alone (1.93 against 2.20)."""
+    torch.manual_seed(0)
+
+    class Swish(torch.nn.Module):
+        def forward(self, x):
+            return x * torch.sigmoid(x)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.act = torch.nn.Linear(4, 4), Swish()
+
+        def forward(self, x):
+            h = self.fc(x)
+            h.retain_grad()
+            self.h = h
+            return self.act(h)
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    out = model(torch.randn(3, 4))
+    out.backward(torch.ones_like(out))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    record = dump_of(tmp_path)["dump"]["data"]["Module.act.Swish.backward.0"]
+    assert math.isclose(record["output"][0]["Norm"], model.h.grad.norm().item(), rel_tol=1e-6)
+
+
 @pytest.mark.parametrize("aux", ["of its output", "of its input"])
 @pytest.mark.parametrize("level", ["L0", "mix"])
 def test_a_module_with_a_second_output_computed_inside_and_unused_completes_in_order(tmp_path, level, aux):

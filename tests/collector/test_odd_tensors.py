@@ -447,15 +447,16 @@ def test_the_subclasses_the_reference_names_keep_their_type(tmp_path):
     assert data["Torch.mul.0.forward"]["input_args"][1] == {"type": "float", "value": 2.0}
 
 
-@pytest.mark.parametrize("level", ["L0", "mix"])
-def test_gradients_batched_by_autograd_grad_keep_the_steps_statistics(tmp_path, level):
+@pytest.mark.parametrize("level, mode, task", [("L0", "statistics", "statistics"), ("mix", "statistics", "statistics"),
+                                              ("L0", "md5", "statistics"), ("L0", "statistics", "tensor")])
+def test_gradients_batched_by_autograd_grad_keep_the_steps_statistics(tmp_path, level, mode, task):
     """autograd.grad(..., is_grads_batched=True) runs the backward under torch's older vmap: the hooks' gradients
     have no storage and no functorch level. Their statistics were scheduled like any tensor's and failed the
     step's read-back: every item of the step null, a hook error. They are BatchedTensor items with null
     statistics now, the rest of the step as usual."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 3))
-    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg = make_debugger(tmp_path, level=level, steps=1, summary_mode=mode, task=task)
     dbg.start(model=model)
     x = torch.randn(2, 3, requires_grad=True)
     torch.autograd.grad(model(x), x, torch.eye(6).view(6, 2, 3), is_grads_batched=True)
@@ -467,4 +468,4 @@ def test_gradients_batched_by_autograd_grad_keep_the_steps_statistics(tmp_path, 
         data = json.load(f)["data"]
     assert data["Module.0.Linear.forward.0"]["output"][0]["Max"] is not None
     grad = data["Module.0.Linear.backward.0"]["input"][0]
-    assert grad["type"] == "BatchedTensor" and grad["Max"] is None
+    assert grad["type"] == "BatchedTensor" and grad["Max"] is None and "data_name" not in grad

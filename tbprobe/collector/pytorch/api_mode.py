@@ -357,7 +357,13 @@ class ApiCapture:
         guard = _NoTorchFunction()
         guard.__enter__()
         if s.deferred:
-            s.flush_deferred()
+            try:
+                s.flush_deferred()
+            except Exception as exc:
+                s.guard.report("operator pre-call", exc)
+            except BaseException:   # (a Ctrl-C: the user's, with torch functions on again)
+                guard.__exit__(None, None, None)
+                raise
         s.busy += 1
         args_items = kwargs_items = None     # (the inputs' items, when the call's data is recorded)
         try:

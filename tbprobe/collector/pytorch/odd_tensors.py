@@ -56,7 +56,7 @@ def legacy_batched(t: torch.Tensor) -> bool:
     """Whether `t` is a tensor of torch's older vmap (the gradients a backward hook gets under
     `autograd.grad(..., is_grads_batched=True)`): no storage, no functorch level to unwrap, and statistics of it
     computed at once would stay batched where the step's read-back stacks them (every item of that step lost)."""
-    return "Batched" in str(torch._C._dispatch_keys(t))
+    return not torch._C._has_storage(t) and "Batched" in str(torch._C._dispatch_keys(t))
 
 
 def is_odd(t: torch.Tensor) -> bool:

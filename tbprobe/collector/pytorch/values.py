@@ -133,10 +133,8 @@ class ItemMaker:
                 view = odd_tensors.functorch_view(t)   # (the C reader refuses them: no storage)
                 if view is not None:
                     return self._functorch_item(t, view, key, save)
-                if t.is_cpu and odd_tensors.legacy_batched(t):   # (refused by the C reader too; rare)
-                    item = self._unreadable_item(t.requires_grad, t)
-                    item["type"] = "BatchedTensor"
-                    return item
+                if odd_tensors.legacy_batched(t):   # (refused by the C reader too; rare)
+                    return self._batched_item(t)
                 self.on_stats(item, t)
             return item
         if _is_dtensor(t):
@@ -161,6 +159,8 @@ class ItemMaker:
         view = odd_tensors.functorch_view(t)
         if view is not None:
             return self._functorch_item(t, view, key, save)
+        if odd_tensors.legacy_batched(t):
+            return self._batched_item(t)
         requires_grad = t.requires_grad
         # (a jagged nested tensor is a subclass of this kind too, which odd_tensors reads)
         wrapped = type(t) not in _PLAIN and _own_dispatch(type(t)) and not t.is_nested
@@ -210,6 +210,12 @@ class ItemMaker:
             self.on_save(item, odd_tensors.savable(t) if odd else t, key)
         if self.summary_mode == "md5":   # (after the file's name, as the reference orders them)
             item["md5"] = tensor_checksum(odd_tensors.checksum_source(t) if odd else t)
+        return item
+
+    def _batched_item(self, t: torch.Tensor) -> dict:
+        """A tensor of torch's older vmap (odd_tensors.legacy_batched): no values to read or save outside it."""
+        item = self._unreadable_item(t.requires_grad, t)
+        item["type"] = "BatchedTensor"
         return item
 
     def _unreadable_item(self, requires_grad: bool, like: torch.Tensor) -> dict:

@@ -18,7 +18,8 @@ from tbprobe.graph_builder.metrics import (
     unsupported_tensor_fields,
 )
 
-__all__ = ["MODES", "compare_entries", "Compared", "precision_of", "api_base_name", "RESULT_INDEX", "TensorLookup"]
+__all__ = ["MODES", "compare_entries", "Compared", "precision_of", "api_base_name", "RESULT_INDEX", "TensorLookup",
+           "outside_the_node_rules"]
 
 MODES = ("statistics", "md5", "tensor", "structure")
 RESULT_INDEX = {"pass": 0, "warning": 0.5, "error": 1}
@@ -192,6 +193,14 @@ class Compared:
         self.inputs_ok = inputs_ok
         # (input_data, output_data) of the bench node's own row, when asked for and the bench entry was read
         self.bench_texts: Optional[Tuple[str, str]] = None
+
+
+def outside_the_node_rules(name: str) -> bool:
+    """Whether the node rules skip `name`: an API whose output differs by nature (uninitialised memory: empty,
+    new_empty, to...) or whose inputs are placeholders (a collective's output buffers)."""
+    api = api_base_name(name)
+    short = api.rsplit(".", 1)[-1] if api else ""
+    return bool(api) and (bool(_EXEMPT.match(short)) or short in _PLACEHOLDER_INPUTS)
 
 
 def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],

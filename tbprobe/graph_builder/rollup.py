@@ -42,9 +42,13 @@ def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]
     output diverges (a precision error, or an output NormRelativeErr past the error rule's 50 % that the rule did
     not flag because a parameter differs too) while its inputs still pass; falls back to the earliest error, then
     to the earliest diverging node."""
+    from tbprobe.graph_builder.compare import outside_the_node_rules
+
     limit = _TENSOR_DIVERGES if graph.task == "tensor" else _STATS_DIVERGES
+    # (an output the node rules do not judge, uninitialised memory's, is no divergence either)
     diverging = [n for n in _leaves_in_exec_order(graph)
-                 if n.precision == 1 or (n.worst_metric is not None and n.worst_metric > limit)]
+                 if n.precision == 1 or (n.worst_metric is not None and n.worst_metric > limit
+                                         and not outside_the_node_rules(n.name))]
     for node in diverging:
         if node.inputs_ok or _nothing_carried_in(graph, node, mode or graph.task):
             return node

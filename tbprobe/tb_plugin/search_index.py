@@ -36,7 +36,10 @@ _CACHE_SIZE = 32
 _LOOP_LIMIT = 20000
 _EXPANDED_LIMIT = 4096   # characters a pattern may lay out, its repeats expanded (_expanded_size)
 _REGEX_SECONDS = 2.0   # one search's time for a regular expression, all names together
-_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT)
+# (POSSESSIVE_REPEAT and ATOMIC_GROUP: Python 3.11's `a{n}+` and `(?>...)`, which the regex engine expands too)
+_REPEATS = tuple(getattr(sre_constants, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+                 if hasattr(sre_constants, n))
+_GROUPS = tuple(getattr(sre_constants, n) for n in ("ATOMIC_GROUP",) if hasattr(sre_constants, n))
 _MAXREPEAT = sre_constants.MAXREPEAT
 _NO_NEWLINE_CATEGORIES = (sre_constants.CATEGORY_DIGIT, sre_constants.CATEGORY_WORD, sre_constants.CATEGORY_NOT_SPACE)
 
@@ -56,6 +59,8 @@ def compile_pattern(pattern: str) -> Tuple["regex.Pattern", str, bool]:
         compiled = regex.compile(pattern, regex.VERSION0)
     except (re.error, regex.error, RecursionError, OverflowError) as exc:
         raise ApiError(400, f"bad regular expression: {exc}") from None
+    except MemoryError:   # (what the checks above did not foresee: the request's, not the server's)
+        raise ApiError(400, "regular expression too costly: it does not fit in memory") from None
     return compiled, _required_literal(parsed), _can_cross_lines(parsed, parsed.state.flags)
 
 
@@ -81,6 +86,8 @@ def _check_bounded(items, inside_repeat: bool) -> None:
                 _check_bounded(branch, inside_repeat)
         elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
             _check_bounded(arg[1], inside_repeat)
+        elif op in _GROUPS:
+            _check_bounded(arg, inside_repeat)
 
 
 def _expanded_size(items) -> int:
@@ -96,6 +103,8 @@ def _expanded_size(items) -> int:
             size += sum(_expanded_size(b) for b in arg[1])
         elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
             size += _expanded_size(arg[1])
+        elif op in _GROUPS:
+            size += _expanded_size(arg)
         else:
             size += 1
         if size > _EXPANDED_LIMIT:   # (stop early: the product can be astronomically large)

@@ -232,3 +232,19 @@ def test_the_summary_names_the_rank_where_a_divergence_starts(tmp_path):
     assert _finding(result, "NPU_0_0") == "Distributed.all_reduce.0.forward"
     assert _finding(result, "NPU_0_1") == "Functional.linear.0.forward"
     assert result.summary["first_divergence"] == "step 0 rank 1: Functional.linear.0.forward"
+
+
+def test_an_output_the_rules_do_not_judge_is_no_divergence(tmp_path):
+    """empty()'s output is uninitialised memory on both sides (1e30 against 1.0): the node rules skip it, and the
+    first divergence, which now also counts outputs past the rule's bound, named it ahead of the real error."""
+    def rank(folder, bad):
+        data = {"Torch.empty.0.forward": {"input_args": [{"type": "int", "value": 4}], "input_kwargs": {},
+                                          "output": [T((4,), norm=1e30 if bad else 1.0)]},
+                "Torch.mul.0.forward": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=6.0 if bad else 2.0)])}
+        return synth.simple_rank(folder, data, {k: None for k in data})
+
+    rank(tmp_path / "d", True)
+    rank(tmp_path / "b", False)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _finding(result) == "Torch.mul.0.forward"

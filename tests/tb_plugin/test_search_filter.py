@@ -51,7 +51,10 @@ def test_regex_search_matches_python_re_per_name(api, logdir, pattern):
                                          ("a" * (MAX_PATTERN + 1), "longer than"),
                                          ("a{100000000}", "characters"), ("a{9999999}b", "characters"),
                                          ("((?:a{1000}){1000}){1000}", "characters"),
-                                         ("(?:a{65}){64}", "characters"), ("a{4000}|b{4000}", "characters")])
+                                         ("(?:a{65}){64}", "characters"), ("a{4000}|b{4000}", "characters"),
+                                         # (Python 3.11's possessive repeats and atomic groups)
+                                         ("a{100000000}+", "characters"), ("(?>a{100000000})", "characters"),
+                                         ("(?>a+)+", "nested")])
 def test_bad_or_costly_regex_is_400(api, logdir, pattern, why):
     run, file = db_file(logdir, "cmp_stat")
     status, body = api.get("/api/search", run=run, file=file, step=0, rank=0, side="NPU", q=pattern, regex=1)
@@ -90,6 +93,18 @@ def test_huge_counted_repeats_are_refused_before_they_take_memory():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["400", "400", "400", "(1,", "[1])", "(1,", "[1])"]
+
+
+def test_a_regex_that_does_not_fit_in_memory_is_400(monkeypatch):
+    import tbprobe.tb_plugin.search_index as search_index
+
+    def no_room(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(search_index.regex, "compile", no_room)
+    with pytest.raises(ApiError) as info:
+        compile_pattern("Module.*forward")
+    assert info.value.status == 400 and "memory" in info.value.message
 
 
 def test_a_regex_past_its_deadline_is_400(monkeypatch):

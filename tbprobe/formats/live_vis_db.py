@@ -72,12 +72,15 @@ class LiveVisDb:
         try:
             # (a rollback journal, not WAL, while it is made: the COMMIT then writes the file itself and fails on a
             # full disk, where a WAL's close failed to copy the log in without a word, and the rename put a
-            # malformed database under the real name; the readers' WAL mode comes when it is opened)
+            # malformed database under the real name)
             conn.execute("BEGIN")
             create_schema(conn, with_indexes=True)
             conn.execute(INSERT_CONFIG, tuple(config))
             conn.executemany(INSERT_META, meta_rows({"live": "1"}))
             conn.execute("COMMIT")
+            # WAL from here on (an empty log, nothing to copy in at close): the readers' open_db knows a live
+            # writer by its -wal file, which a database still in rollback mode when first opened did not get
+            conn.execute("PRAGMA journal_mode=WAL")
             conn.close()
             os.replace(tmp, self.path)
         except BaseException:

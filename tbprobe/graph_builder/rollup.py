@@ -42,13 +42,20 @@ def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]
     output diverges (a precision error, or an output NormRelativeErr past the error rule's 50 % that the rule did
     not flag because a parameter differs too) while its inputs still pass; falls back to the earliest error, then
     to the earliest diverging node."""
-    from tbprobe.graph_builder.compare import outside_the_node_rules
-
     limit = _TENSOR_DIVERGES if graph.task == "tensor" else _STATS_DIVERGES
-    # (an output the node rules do not judge, uninitialised memory's, is no divergence either)
-    diverging = [n for n in _leaves_in_exec_order(graph)
-                 if n.precision == 1 or (n.worst_metric is not None and n.worst_metric > limit
-                                         and not outside_the_node_rules(n.name))]
+
+    def diverges(n: Node) -> bool:
+        if n.precision == 1:
+            return True
+        if n.worst_metric is None or not n.worst_metric > limit:
+            return False
+        # (an output the node rules do not judge, uninitialised memory's, is no divergence either; imported here:
+        # a build, which has no metrics, loads no compare module)
+        from tbprobe.graph_builder.compare import outside_the_node_rules
+
+        return not outside_the_node_rules(n.name)
+
+    diverging = [n for n in _leaves_in_exec_order(graph) if diverges(n)]
     for node in diverging:
         if node.inputs_ok or _nothing_carried_in(graph, node, mode or graph.task):
             return node

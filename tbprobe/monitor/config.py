@@ -117,6 +117,50 @@ def load_config(path: str) -> MonitorConfig:
     return parse_config(raw, path)
 
 
+_L2_HOOKS = ("linear_hook", "attention_hook", "moe_router_weight_hook", "moe_router_logit_hook")
+_SA_ORDERS = ("s,b,h,d", "b,s,h,d")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _unsupported_value_problem(key: str, value: Any) -> Optional[str]:
+    """Why the reference would refuse `value` for one of the keys tbprobe ignores (None: it takes it)."""
+    if key in ("print_struct", "squash_name", "recording_l2_features", "mg_distribution", "mg_direction",
+               "stack_info"):
+        return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+    if key == "ndigits":
+        if not value:
+            return None
+        return None if _is_int(value) and 0 < value <= 20 else f"must be an integer from 1 to 20, got {value!r}"
+    if key == "sa_order":
+        v = value.replace(" ", "") if isinstance(value, str) else value
+        return None if v in _SA_ORDERS else f"must be one of {', '.join(_SA_ORDERS)}, got {value!r}"
+    if key == "step_count_per_record":
+        return None if _is_int(value) and 1 <= value <= 10**6 else f"must be an integer from 1 to 1000000, got {value!r}"
+    if key == "append_output":
+        return None if isinstance(value, list) and len(value) in (0, 2) else (
+            f"must be a list of no or two items, got {value!r}")
+    if key == "l2_targets":
+        if not isinstance(value, dict):
+            return f"must be an object mapping {', '.join(_L2_HOOKS)} to lists of module names, got {value!r}"
+        for hook, names in value.items():
+            if hook not in _L2_HOOKS:
+                return f"key {hook!r} must be one of {', '.join(_L2_HOOKS)}"
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                return f"{hook!r} must map to a list of module names, got {names!r}"
+        return None
+    if key == "cc_distribution":
+        if not isinstance(value, dict):
+            return f"must be an object, got {value!r}"
+        if "enable" in value and not isinstance(value["enable"], bool):
+            return f"'enable' must be true or false, got {value['enable']!r}"
+        unknown = sorted(set(value) - {"enable", "cc_codeline", "cc_pre_hook", "cc_log_only"})
+        return f"has an unknown key {unknown[0]!r}" if unknown else None
+    return None
+
+
 def _fail(path: str, problem: str) -> None:
     raise FormatError(path, problem)
 
@@ -150,6 +194,10 @@ def parse_config(raw: Any, path: str = "<config>") -> MonitorConfig:
                 _fail(path, f"'{key}' must be true or false, got {raw[key]!r}")
             setattr(cfg, key, raw[key])
     for key in _UNSUPPORTED_KEYS:
+        if key in raw and raw[key] is not None:
+            problem = _unsupported_value_problem(key, raw[key])
+            if problem:   # (a value the reference refuses is refused here too, though tbprobe ignores the key)
+                _fail(path, f"'{key}' {problem}")
         if raw.get(key) not in (None, False, {}, [], "", "csv", 1, 6):
             _log.warning("monitor config key '%s' is not implemented by tbprobe and is ignored", key)
 

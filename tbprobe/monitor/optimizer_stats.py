@@ -13,6 +13,7 @@ __all__ = ["record_pre_step", "record_post_step"]
 
 
 def _stats_many(mon: "TrainerMon", metric: str, items: List[Tuple[str, torch.Tensor]]) -> None:
+    items = [(name, t) for name, t in items if t.numel()]   # (an empty tensor has no series: TrainerMon.record)
     if not items:
         return
     if mon.config.ops == ["norm"]:

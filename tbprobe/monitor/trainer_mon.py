@@ -108,7 +108,8 @@ class TrainerMon:
             self._hook_optimizer(optimizer)
         self._optimizer = optimizer
         if not self.dynamic or self.config.dynamic_on:
-            self._start(self.step + self.config.start_step if self.dynamic else self.config.start_step)
+            # (switched on dynamically, recording starts at once: start_step does not apply, as in the reference)
+            self._start(self.step if self.dynamic else self.config.start_step)
 
     def monitor_gnorm_with_ad(self, model, optimizer=None, grad_acc_steps: int = 1, tp_group: Any = None,
                               dp_group: Any = None, start_iteration: int = 0) -> None:
@@ -159,6 +160,10 @@ class TrainerMon:
 
     # -- used by the hooks -----------------------------------------------------------------------------------
     def record(self, key: str, vector: torch.Tensor, source: torch.Tensor) -> None:
+        if source.numel() == 0:
+            # nothing to measure: no series (its NaN statistics raised an AnomalyNan at every step), as the
+            # reference writes no rows of an empty parameter
+            return
         self._batch.add(key, vector)
         if key not in self._shapes:
             self._shapes[key] = self._new_shapes[key] = [list(source.shape), str(source.dtype)]
@@ -314,7 +319,7 @@ class TrainerMon:
             self._writer.close()
             self._writer = None
         self._stop_hooks()
-        self._start(self.step + cfg.start_step)  # a change applies from the next step on
+        self._start(self.step)  # from the next step on; start_step does not apply, as in the reference
 
     def _set_dynamic_off(self) -> None:
         try:

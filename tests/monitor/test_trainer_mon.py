@@ -174,6 +174,44 @@ def test_dynamic_on_off_through_the_config_file(tmp_path, monkeypatch):
     assert json.load(open(cfg_path))["dynamic_on"] is False  # switched back off for the next time
 
 
+def test_a_dynamic_switch_on_records_from_the_next_step_whatever_start_step_says(tmp_path, monkeypatch):
+    """As the reference ("dynamic start is not affected by start_step"): tbprobe waited start_step more steps."""
+    import json
+
+    monkeypatch.setenv("DYNAMIC_MONITOR", "true")
+    cfg_path = write_config(tmp_path, tmp_path / "out", wg_distribution=True, dynamic_on=False, collect_times=3,
+                            start_step=2, step_interval=2)
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = TrainerMon(cfg_path)
+    mon.set_monitor(model, opt)
+    train(model, opt, 3)  # steps 0-2: off; the change is seen as step 3 ends
+    raw = json.load(open(cfg_path))
+    raw["dynamic_on"] = True
+    with open(cfg_path, "w") as f:
+        json.dump(raw, f)
+    os.utime(cfg_path, ns=(1, 10**18))
+    train(model, opt, 8)
+    mon.close()
+    s = read_scalars(str(tmp_path / "out" / "rank0"))
+    assert set(s["head.weight/grad_norm"]) == {4, 6, 8}
+
+
+def test_an_empty_parameter_has_no_series_and_raises_no_anomaly(tmp_path):
+    """A zero-size parameter gave NaN for every statistic and an AnomalyNan at every step; the reference writes
+    no rows of it."""
+    torch.manual_seed(0)
+    model = Net()
+    model.empty = torch.nn.Parameter(torch.zeros(0, 4))
+    mon, model, opt, run = _run(tmp_path, steps=3, model=model, wg_distribution=True, mv_distribution=True,
+                                param_distribution=True, ops=ALL_OPS)
+    assert mon.errors == 0
+    s = read_scalars(run)
+    assert "head.weight/grad_norm" in s and not [t for t in s if t.startswith("empty")]
+    assert not read_anomalies(run)
+
+
 def test_optimizer_without_step_hooks_is_wrapped(tmp_path):
     class Plain:  # an optimizer-like object without torch's step hooks (some framework wrappers)
         def __init__(self, inner):

@@ -46,7 +46,11 @@ class LiveVisDb:
         node_colors: Any = None,
     ):
         self.path = Path(path)
-        if not self.path.exists():
+        # an existing database is an earlier run's (a resumed run): its graphs from this run's first step on are
+        # of a timeline this run rewrites, dropped at the first add_graph (else a step this run's live graph skips
+        # kept the killed run's graph beside the dump.json written again)
+        self._resumed = self.path.exists()
+        if not self._resumed:
             self._create(config_row(graph_type, task, tool_tip, micro_steps, overflow_check, node_colors, [], []))
         self.conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=30)
         try:
@@ -109,6 +113,12 @@ class LiveVisDb:
         conn.execute("BEGIN IMMEDIATE")
         try:
             self._delete_graph(side, step, rank)
+            if self._resumed:
+                self._resumed = False
+                for later in [r[0] for r in conn.execute(
+                        "SELECT DISTINCT step FROM tb_nodes WHERE rank = ? AND data_source = ? AND step >= ?",
+                        (rank, side, step))]:
+                    self._delete_graph(side, later, rank)
             conn.executemany(INSERT_NODE, node_rows)
             conn.executemany(INSERT_STACK, stack_rows)
             conn.executemany(INSERT_NODE_EXT, ext_rows)
@@ -144,8 +154,11 @@ class LiveVisDb:
         conn.execute("DELETE FROM tbprobe_edges WHERE graph_id = ?", (graph_id,))
 
     def _drop_old(self, side: str, rank: int, keep: int) -> None:
+        # the last `keep` steps written, not the highest numbers: a run resumed at a lower step (set_init_step)
+        # had each of its graphs dropped in the transaction that added it (rows get rising rowids as written)
         steps = [r[0] for r in self.conn.execute(
-            "SELECT DISTINCT step FROM tb_nodes WHERE rank = ? AND data_source = ? ORDER BY step DESC", (rank, side))]
+            "SELECT step FROM tb_nodes WHERE rank = ? AND data_source = ? GROUP BY step ORDER BY MAX(rowid) DESC",
+            (rank, side))]
         for old in steps[max(keep, 1):]:
             self._delete_graph(side, old, rank)
 

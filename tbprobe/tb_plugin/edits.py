@@ -164,7 +164,7 @@ class Edits:
         legend = sf.legend()
         if not updates and not legend:
             raise ApiError(409, "nothing to apply: no side-file edits for this file")
-        if os.path.exists(path + "-wal"):
+        if os.path.exists(path + "-wal") and not _log_folded_in(path):
             raise ApiError(409, "the database is being written by another program; try again when it is done")
         backup = f"{path}.bak-{time.strftime('%Y%m%d%H%M%S')}"
         if os.path.exists(backup):
@@ -199,6 +199,23 @@ class Edits:
         conn.close()
         self.data.files.forget(path)
         return {"backup": os.path.basename(backup), "nodes_updated": len(node_rows), "legend": bool(legend)}
+
+
+def _log_folded_in(path: str) -> bool:
+    """Whether the database's write-ahead log could be folded into the file (a TRUNCATE checkpoint no reader or
+    writer holds up). A -wal file alone does not mean a writer: a live graph closed while TensorBoard read it
+    leaves its log behind, which no read-only reader can remove, and apply was refused for good."""
+    try:
+        conn = sqlite3.connect(path, timeout=2)
+    except sqlite3.Error:
+        return False
+    try:
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
 
 
 def _claimants(matches: Dict[str, str]) -> Dict[str, List[str]]:

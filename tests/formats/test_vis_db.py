@@ -402,6 +402,28 @@ def test_live_db_refuses_a_foreign_file(tmp_path):
         LiveVisDb(other)
 
 
+def test_a_resumed_run_replaces_the_earlier_runs_graphs_from_its_first_step(tmp_path):
+    """A run resumed at a lower step (set_init_step) into the same dump_path: the kept steps were the highest
+    numbers, so each of its graphs was dropped in the transaction that added it; and the killed run's graphs of
+    steps the new run rewrote but its live graph skipped stayed, beside a dump.json written anew."""
+    path = tmp_path / "live.vis.db"
+
+    def add(live, step, n=3):
+        live.add_graph([node_row(step, 0, "NPU", i, n) for i in range(n)], [], [], step=step, rank=0, keep_steps=4)
+
+    with LiveVisDb(path) as live:
+        for step in range(50, 60):
+            add(live, step)
+        add(live, 5)   # (in one run: the last written, kept, not the lowest number dropped)
+    with VisDbReader(path) as r:
+        assert r.config()["step_list"] == [5, 57, 58, 59]
+    with LiveVisDb(path) as live:     # the run resumed at step 20
+        for step in (20, 21, 23):
+            add(live, step)
+    with VisDbReader(path) as r:
+        assert r.config()["step_list"] == [5, 20, 21, 23]   # (step 5, before the resumed run's first, stays)
+
+
 def test_live_db_keeps_the_last_steps_it_is_asked_to(tmp_path):
     """One graph per interval, never dropped, grew a long run's live database without bound (7.5 MB/s on a
     10k-node model): with keep_steps the oldest graphs go in the same transaction, their pages reused, and

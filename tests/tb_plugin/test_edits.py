@@ -95,6 +95,34 @@ def test_legend_edit_validation_and_readback(api, logdir):
         assert api.post("/api/legend", dict(run=run, file=file, node_colors=bad))[0] == 400
 
 
+def test_apply_folds_in_a_log_left_behind_and_refuses_one_in_use(api, logdir):
+    """A live graph closed while TensorBoard read it leaves its -wal behind (no read-only reader can remove
+    it): apply took any -wal for a writer at work and refused for good. It folds a log in that nothing holds,
+    and still refuses while another connection reads or writes."""
+    import sqlite3
+
+    run, file = db_file(logdir, "cmp_stat")
+    db = logdir / run / file
+    q = dict(run=run, file=file, step=0, rank=0)
+    api.post("/api/match", dict(q, debug="Tensor.__mul__.1.forward", bench="Tensor.__add__.1.forward"))
+    holder = sqlite3.connect(str(db))
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.isolation_level = None
+    holder.execute("BEGIN IMMEDIATE")    # (a writer at work: the checkpoint waits for it, in vain)
+    holder.execute("UPDATE tb_config SET micro_steps = micro_steps")
+    assert os.path.exists(f"{db}-wal")
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 409 and "being written" in body["error"]
+    holder.execute("COMMIT")
+    with open(f"{db}-wal", "rb") as f:
+        left = f.read()
+    holder.close()
+    with open(f"{db}-wal", "wb") as f:   # (the log a closed live graph leaves when a reader kept it)
+        f.write(left)
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200, body
+
+
 def test_apply_backs_up_then_writes_the_edits(api, logdir):
     run, file = db_file(logdir, "cmp_stat")
     db = logdir / run / file

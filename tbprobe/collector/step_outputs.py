@@ -60,12 +60,18 @@ class StepOutputs:
             if not disk_full(exc):
                 self.guard.report("live graph", exc)
                 return
-            # the dump comes first: the live graph (rebuilt from the dump by `tbprobe graph` at any time) goes,
-            # its files with it, so that the room a failed transaction left in its journal is the dump's again
-            log.warning("tbprobe: the disk under %s is full: the live graph is switched off and its database "
-                        "removed, so the dump keeps the room", self.live.dir)
-            self.live.remove()
-            self.live = None
+            self.disk_full()
+
+    def disk_full(self) -> None:
+        """The disk is full (the live graph's write or the dump's failed): the dump comes first, so the live graph
+        (rebuilt from the dump by `tbprobe graph` at any time) goes, its files with it, and the room they and a
+        failed transaction's journal took is the dump's again."""
+        if self.live is None:
+            return
+        log.warning("tbprobe: the disk under %s is full: the live graph is switched off and its database "
+                    "removed, so the dump keeps the room", self.live.dir)
+        self.live.remove()
+        self.live = None
 
     def close(self) -> None:
         """After the writer's last step: the step the live graph skipped, then both files closed."""

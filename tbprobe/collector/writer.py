@@ -150,8 +150,10 @@ class StepWriter:
     def __init__(self, dump_path: str, task: str, level: str, framework: str, extra_info: bool,
                  stacks: StackInterner, save_tensor: Optional[Callable[[str, Any], None]] = None,
                  on_step_written: Optional[Callable[[str, int, Dict[str, float], bool], None]] = None,
-                 max_queue: int = 2, background: bool = True) -> None:
+                 max_queue: int = 2, background: bool = True,
+                 on_disk_full: Optional[Callable[[], None]] = None) -> None:
         self.dump_path = dump_path
+        self.on_disk_full = on_disk_full   # (the dump failed on a full disk: the side outputs give their room)
         self.task = task
         self.level = level
         self.framework = framework
@@ -209,6 +211,11 @@ class StepWriter:
             why = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
             self.failed = f"cannot write the dump ({why}): collection stopped, training continues"
             log.error("tbprobe: %s", self.failed)
+            if exc.errno == errno.ENOSPC and self.on_disk_full is not None:
+                try:
+                    self.on_disk_full()
+                except Exception as cb_exc:   # (the writer's own failure is the message that counts)
+                    log.error("tbprobe: freeing the live graph's room failed (%s)", cb_exc)
         except Exception as exc:  # never let the writer die silently
             self.failed = f"writer error ({type(exc).__name__}: {exc}): collection stopped"
             log.error("tbprobe: %s", self.failed)

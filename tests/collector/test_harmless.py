@@ -291,7 +291,9 @@ def test_a_real_disk_full_with_the_tensor_task_stops_collection_with_one_message
         dbg.close()
         assert len(losses) == 30 and dbg._finished and dbg.hook_errors == 0
         messages = [r.getMessage() for r in caplog.records]
-        assert len(messages) == 1 and "disk full" in messages[0], messages
+        # (and, where the live graph was made before the disk filled, the one saying it gave its room back)
+        assert len(messages) <= 2 and "disk full" in messages[0], messages
+        assert all("the live graph is switched off" in m for m in messages[1:]), messages
         steps = sorted((small / "dump").glob("step*"))
         assert steps, "the first step fits"
         for step in steps:             # each step there is whole: its dump.json, and every file it names
@@ -844,6 +846,34 @@ def test_a_real_disk_full_while_the_live_graph_is_made_leaves_no_database_behind
         assert left == [], left
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False)
+
+
+def test_a_full_disk_met_by_the_dump_also_frees_the_live_graphs_room(tmp_path, monkeypatch, caplog):
+    """The dump's write failed on the full disk first: collection stopped, but the live graph and its journals
+    kept their room (on a 2 MB tmpfs, 450 KB) after the process ended; only a failure of its own switched it off."""
+    import errno
+
+    import tbprobe.collector.writer as writer
+    from tbprobe import PrecisionDebugger
+
+    real = writer.StepWriter._write_step
+
+    def write_step(self, record, out, step_dir):
+        if record.step >= 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, record, out, step_dir)
+
+    monkeypatch.setattr(writer.StepWriter, "_write_step", write_step)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", live_graph_interval=0.0)
+    with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
+        for _ in range(4):
+            with dbg.collect(model):
+                model(torch.randn(1, 2)).sum().backward()
+        dbg.close()
+    assert "disk full" in caplog.text and "the live graph is switched off" in caplog.text
+    assert not [f for f in os.listdir(tmp_path / "dump_tb") if ".vis.db" in f]
+    assert sorted(os.listdir(tmp_path / "dump")) == ["step0", "step1"]
 
 
 def _tensor_run(tmp_path, name):

@@ -461,7 +461,7 @@ class PrecisionDebugger:
                                     self.live_graph_interval)
         self._writer = StepWriter(cfg.dump_path, cfg.task, cfg.level, "pytorch", cfg.extra_info, self.stacks,
                                   save_tensor=save_tensor, on_step_written=self._outputs.on_written,
-                                  background=cfg.async_dump)
+                                  background=cfg.async_dump, on_disk_full=self._outputs.disk_full)
         # the writer thread is a daemon: drain it at interpreter exit so the last step is not lost
         atexit.register(self._writer.close)
         # (registered after it, so run before it) the step the process ends in, unfinished: a script without

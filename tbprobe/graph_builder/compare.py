@@ -265,10 +265,8 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
     inputs_ok = True
     for it in items:
         result = _worse(result, it.result)
-        if not it.is_output and ".parameters." not in it.key:
-            if it.result != "pass" or (it.nre is not None and it.nre >= 0.1) or \
-                    (it.cos is not None and it.cos < 0.99):
-                inputs_ok = False
+        if not it.is_output and ".parameters." not in it.key and _input_fails(it):
+            inputs_ok = False
 
     def render(members):
         return data_text([(k, m.text(mode) if isinstance(m, _Item) else m) for k, m in members])
@@ -277,6 +275,11 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
                    inputs_ok)
     res.bench_texts = b_texts
     return res
+
+
+def _input_fails(it: _Item) -> bool:
+    """An input that no longer passes: flagged, or its NormRelativeErr at 10 % or its cosine under 0.99."""
+    return it.result != "pass" or (it.nre is not None and it.nre >= 0.1) or (it.cos is not None and it.cos < 0.99)
 
 
 def failing_inputs(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
@@ -297,7 +300,7 @@ def failing_inputs(debug_name: str, debug_entry: Optional[dict], bench_name: str
         it = _Item(key, False, d, b, "")
         it.fields = _fields_for(it, mode, None)
         _item_checks(it, mode)
-        if it.result != "pass" or (it.nre is not None and it.nre >= 0.1):
+        if _input_fails(it):
             out.append((key[cut_d:].split(".", 1)[-1], d))   # ("input.1.0" -> "1.0")
     return out
 

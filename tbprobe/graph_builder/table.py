@@ -9,6 +9,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from tbprobe.errors import TbprobeError
 from tbprobe.formats.dump_dir import discover
+from tbprobe.formats.spreadsheet import formula_safe
 from tbprobe.graph_builder.compare import compare_entries
 from tbprobe.graph_builder.engine import Options, compare_graph_pair
 from tbprobe.graph_builder.items import flatten_entry, item_strings
@@ -141,7 +142,7 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
             with open(tmp, "w", newline="", encoding="utf-8") as f:
                 writer = csv.writer(f)
                 writer.writerow(header or [])
-                writer.writerows([_text(v) for v in row] for row in all_rows)
+                writer.writerows([formula_safe(v) for v in row] for row in all_rows)
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
@@ -177,21 +178,5 @@ def _cell(value: str):
     try:
         number = float(value)
     except ValueError:
-        return _text(value)
+        return formula_safe(value)
     return number if value.strip().lower() not in ("nan", "inf", "-inf", "infinity", "-infinity") else value
-
-
-def _text(value: str) -> str:
-    """A text cell no spreadsheet runs as a formula: a dump's names are the dump writer's to choose (a cell
-    starting with = + @, or - where it is no number, is one in Excel), quoted as the plugin's CSV quotes them."""
-    if value[:1] in ("=", "+", "@") or (value[:1] == "-" and not _is_number(value)):
-        return "'" + value
-    return value
-
-
-def _is_number(value: str) -> bool:
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True

@@ -9,6 +9,7 @@ import io
 import math
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from tbprobe.formats.spreadsheet import formula_safe
 from tbprobe.tb_plugin.node_detail import split_params
 
 __all__ = ["BASE_COLUMNS", "TableRows", "build_rows", "sort_key_number", "to_csv"]
@@ -66,8 +67,4 @@ def to_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
 
 
 def _csv_cell(value) -> str:
-    text = str(value)
-    # Spreadsheet formula injection: a cell starting with = + - @ is run as a formula by Excel; quote it.
-    if text[:1] in ("=", "+", "@") or (text[:1] == "-" and sort_key_number(text) is None):
-        return "'" + text
-    return text
+    return formula_safe(str(value))

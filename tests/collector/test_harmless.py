@@ -1,4 +1,5 @@
 """The collector never hurts the training run."""
+import contextlib
 import errno
 import json
 import logging
@@ -263,11 +264,9 @@ def test_disk_full_stops_collection_training_continues(tmp_path, monkeypatch, ca
     assert dbg._finished                                   # switched itself off
 
 
-def test_a_real_disk_full_with_the_tensor_task_stops_collection_with_one_message(tmp_path, caplog):
-    """A tmpfs of 2 MB fills while task tensor writes its files. torch.save reported the full disk as a
-    RuntimeError of its internals ("unexpected pos"), which the writer took for one bad tensor: the warning came
-    first, every later tensor file of the step was tried (43 empty files left, 44 hook errors), and only
-    dump.json's OSError stopped collection. Now: one message, no hook error, and no half-written step."""
+@contextlib.contextmanager
+def _small_disk(tmp_path):
+    """A 2 MB tmpfs at tmp_path/small for the test's dump (skipped where it cannot be mounted: needs root)."""
     small = tmp_path / "small"
     small.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True,
@@ -275,6 +274,17 @@ def test_a_real_disk_full_with_the_tensor_task_stops_collection_with_one_message
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
     try:
+        yield small
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)   # (lazy: a file still open there)
+
+
+def test_a_real_disk_full_with_the_tensor_task_stops_collection_with_one_message(tmp_path, caplog):
+    """A tmpfs of 2 MB fills while task tensor writes its files. torch.save reported the full disk as a
+    RuntimeError of its internals ("unexpected pos"), which the writer took for one bad tensor: the warning came
+    first, every later tensor file of the step was tried (43 empty files left, 44 hook errors), and only
+    dump.json's OSError stopped collection. Now: one message, no hook error, and no half-written step."""
+    with _small_disk(tmp_path) as small:
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -301,8 +311,6 @@ def test_a_real_disk_full_with_the_tensor_task_stops_collection_with_one_message
                 data = json.loads((rank / "dump.json").read_text())["data"]
                 names = {i["data_name"] for rec in data.values() for i in _items(rec) if "data_name" in i}
                 assert names and all((rank / "dump_tensor_data" / n).stat().st_size > 0 for n in names)
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)   # (lazy: a file still open there)
 
 
 def _items(value):
@@ -818,13 +826,7 @@ def test_a_real_disk_full_while_the_live_graph_is_made_leaves_no_database_behind
     disk, and switching the live graph off deletes what it was making."""
     from tbprobe import PrecisionDebugger
 
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True,
-                             text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
+    with _small_disk(tmp_path) as small:
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
                                     torch.nn.LayerNorm(64), torch.nn.Linear(64, 1))
@@ -844,8 +846,6 @@ def test_a_real_disk_full_while_the_live_graph_is_made_leaves_no_database_behind
         assert "the live graph is switched off" in caplog.text
         left = [f for f in os.listdir(small / "dump_tb") if ".vis.db" in f]
         assert left == [], left
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def test_a_full_disk_met_by_the_dump_also_frees_the_live_graphs_room(tmp_path, monkeypatch, caplog):

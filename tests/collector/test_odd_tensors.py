@@ -17,6 +17,13 @@ from conftest import make_debugger, rank_dirs
 
 from tbprobe.collector.pytorch import odd_tensors
 
+
+def _dump_data(tmp_path) -> dict:
+    """The records of the one rank's dump.json under tmp_path/dump."""
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
+        return json.load(f)["data"]
+
+
 # torch's notes on these kinds' state (prototype, beta, deprecated), not findings of these tests
 pytestmark = [pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning"),
               pytest.mark.filterwarnings("ignore:Sparse CSR tensor support:UserWarning"),
@@ -205,8 +212,7 @@ def test_transformer_encoder_eval_with_nested_tensors_at_l0(tmp_path):
     dbg.step()
     dbg.close()
     assert dbg.hook_errors == 0
-    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
-        data = json.load(f)["data"]
+    data = _dump_data(tmp_path)
     item = data["Module.layers.0.TransformerEncoderLayer.forward.0"]["input_args"][0]
     assert item["shape"] == [2, -1, 8]           # the second sequence has 3 of its 5 positions
     assert item["Max"] == pytest.approx(max(x[0].max().item(), x[1, :3].max().item()))
@@ -219,8 +225,7 @@ def _collect_l1(tmp_path, fn, summary_mode="statistics", task="statistics"):
     dbg.stop()
     dbg.step()
     dbg.close()
-    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
-        return dbg, json.load(f)["data"], out
+    return dbg, _dump_data(tmp_path), out
 
 
 @pytest.mark.parametrize("summary_mode", ["statistics", "md5"])
@@ -350,8 +355,7 @@ def test_a_wrapper_subclass_is_summarised_and_the_step_kept(tmp_path, level, sum
     dbg.step()
     dbg.close()
     assert dbg.hook_errors == 0 and type(out) is _Wrap and torch.equal(out.elem, inner.relu())
-    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
-        data = json.load(f)["data"]
+    data = _dump_data(tmp_path)
     first = data["Module.0.Linear.forward.0" if level != "L1" else "Functional.linear.0.forward"]["output"][0]
     assert first["md5" if summary_mode == "xor" else "Max"]
     rec = data["Module.1.ReLU.forward.1" if level == "L0" else "Torch.relu.0.forward"]
@@ -423,8 +427,7 @@ def test_md5_of_an_empty_tensor_is_the_checksum_of_no_bytes_and_of_a_meta_tensor
     dbg.stop()
     dbg.step()
     dbg.close()
-    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
-        empty, meta, ones = json.load(f)["data"]["Module.take.Take.forward.0"]["input_args"]
+    empty, meta, ones = _dump_data(tmp_path)["Module.take.Take.forward.0"]["input_args"]
     assert empty["md5"] == "00000000" and meta["md5"] is None
     assert ones["md5"] == "%08x" % zlib.crc32(torch.ones(2).numpy().tobytes())
 
@@ -464,8 +467,7 @@ def test_gradients_batched_by_autograd_grad_keep_the_steps_statistics(tmp_path, 
     dbg.step()
     dbg.close()
     assert dbg.hook_errors == 0
-    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")) as f:
-        data = json.load(f)["data"]
+    data = _dump_data(tmp_path)
     assert data["Module.0.Linear.forward.0"]["output"][0]["Max"] is not None
     grad = data["Module.0.Linear.backward.0"]["input"][0]
     assert grad["type"] == "BatchedTensor" and grad["Max"] is None and "data_name" not in grad

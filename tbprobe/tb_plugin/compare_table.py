@@ -62,9 +62,6 @@ def to_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
     writer = csv.writer(buf)
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if row.get(c) is None else _csv_cell(row.get(c)) for c in columns])
+        writer.writerow(["" if row.get(c) is None else formula_safe(str(row.get(c))) for c in columns])
     return buf.getvalue()
 
-
-def _csv_cell(value) -> str:
-    return formula_safe(str(value))

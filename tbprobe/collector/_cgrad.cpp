@@ -49,10 +49,11 @@ bool python_alive() {
 
 // Depth first, from the nodes that made `tensors` (a fast sequence), back over the nodes `keep` accepts, each once:
 // on_start(k, tensor, node) for each starting tensor whose node is kept, on_edge(node, j, next) for edge j of each
-// node reached (its end `next` not null). hook_consumers walks a call's nodes, discover a pass's nodes after the
-// watched calls.
+// node reached (its end `next` not null). The nodes of `also` (tensors, borrowed) are starting points too, without
+// on_start. hook_consumers walks a call's nodes, discover a pass's nodes after the watched calls.
 template <class Keep, class OnStart, class OnEdge>
-void walk_back(PyObject *tensors, Keep keep, OnStart on_start, OnEdge on_edge) {
+void walk_back(PyObject *tensors, Keep keep, OnStart on_start, OnEdge on_edge,
+               const std::vector<PyObject *> &also = {}) {
   using torch::autograd::Node;
   std::vector<Node *> stack;
   std::unordered_set<Node *> seen;
@@ -65,6 +66,10 @@ void walk_back(PyObject *tensors, Keep keep, OnStart on_start, OnEdge on_edge) {
     if (!fn || !keep(fn.get())) continue;
     on_start(k, t, fn.get());
     if (seen.insert(fn.get()).second) stack.push_back(fn.get());
+  }
+  for (PyObject *item : also) {
+    auto fn = THPVariable_Unpack(item).grad_fn();
+    if (fn && keep(fn.get()) && seen.insert(fn.get()).second) stack.push_back(fn.get());
   }
   while (!stack.empty()) {
     Node *node = stack.back();
@@ -272,9 +277,10 @@ PyMethodDef methods[] = {
     {"call_start", call_start, METH_O,
      "call_start(tensors) -> capsule: the tensors' gradient edges and the next node's number, as a call begins."},
     {"hook_consumers", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_consumers)), METH_FASTCALL,
-     "hook_consumers(start, outputs, fn) -> (counts, used): hook the call's nodes that send its inputs gradients; "
-     "fn(i, share) once input i's have all run (-1: none, and the input was changed in place); `used`: the "
-     "positions of the outputs the call's own nodes consume too."},
+     "hook_consumers(start, outputs, fn[, owner]) -> (counts, used): hook the call's nodes that send its inputs "
+     "gradients (reached from the outputs, or from the owner's tensor attributes); fn(i, share) once input i's have "
+     "all run (-1: none, and the input was changed in place); `used`: the positions of the outputs the call's own "
+     "nodes consume too."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cgrad",

@@ -182,15 +182,55 @@ struct ShareHook : torch::autograd::FunctionPostHook {
   }
 };
 
-// hook_consumers(start, outputs, fn) -> (counts, used): counts[i], for input i of call_start, how many of the
-// call's nodes send it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused input,
-// or one the call returns as it is). -1: none does, and the call changed the input in place: a view, whose
+// The tensors an object (a module) holds as attributes, directly or in a list, tuple or dict attribute, borrowed
+// from its __dict__ (`dict`, a new reference the caller releases): a value the module computed and kept rather than
+// returned (an MoE router's `self.aux_loss`, added to the loss by the caller) is made by the call's nodes too.
+std::vector<PyObject *> tensor_attributes(PyObject *owner, PyObject **dict) {
+  std::vector<PyObject *> found;
+  *dict = nullptr;
+  if (owner == Py_None) return found;
+  PyObject *d = PyObject_GenericGetDict(owner, nullptr);
+  if (d == nullptr || !PyDict_Check(d)) {   // (no __dict__: nothing kept)
+    PyErr_Clear();
+    Py_XDECREF(d);
+    return found;
+  }
+  *dict = d;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  auto take = [&found](PyObject *v) {
+    if (THPVariable_Check(v)) found.push_back(v);
+  };
+  while (PyDict_Next(*dict, &pos, &key, &value)) {
+    if (THPVariable_Check(value)) {
+      found.push_back(value);
+    } else if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+      // (a list attribute is borrowed as it is: nothing here runs Python code that could change it)
+      Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
+      PyObject **items = PySequence_Fast_ITEMS(value);
+      for (Py_ssize_t i = 0; i < n; ++i) take(items[i]);
+    } else if (PyDict_CheckExact(value) && PyUnicode_Check(key) && PyUnicode_GET_LENGTH(key) > 0 &&
+               PyUnicode_READ_CHAR(key, 0) != '_') {
+      // (not the module's own _parameters, _buffers, _modules and hook dicts)
+      PyObject *k2, *v2;
+      Py_ssize_t p2 = 0;
+      while (PyDict_Next(value, &p2, &k2, &v2)) take(v2);
+    }
+  }
+  return found;
+}
+
+// hook_consumers(start, outputs, fn[, owner]) -> (counts, used): counts[i], for input i of call_start, how many of
+// the call's nodes send it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused
+// input, or one the call returns as it is). -1: none does, and the call changed the input in place: a view, whose
 // in-place change the engine sends to its base's history through a CopySlices node, past the view's own (the share
-// is not known). `used`: the positions in `outputs` of the outputs that the call's own nodes consume too, and of
-// the inputs it returns as they came: their gradient is a watch's (_cgrad_watch.h).
+// is not known). The call's nodes are those reached from `outputs` and from the tensor attributes of `owner` (the
+// module; None for none). `used`: the positions in `outputs` of the outputs that the call's own nodes consume too,
+// and of the inputs it returns as they came: their gradient is a watch's (_cgrad_watch.h).
 PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 3 || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "hook_consumers(start, outputs, fn): call_start's capsule, tensors, a callable");
+  if ((nargs != 3 && nargs != 4) || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "hook_consumers(start, outputs, fn[, owner]): call_start's capsule, tensors, a callable, an object");
     return nullptr;
   }
   auto *cs = static_cast<CallStart *>(PyCapsule_GetPointer(args[0], kCallStart));
@@ -203,6 +243,8 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   std::vector<std::pair<Node *, uint32_t>> out_edges;
   std::vector<Py_ssize_t> out_pos;
   std::vector<bool> used;
+  PyObject *dict;   // (holds the attributes borrowed in `kept`)
+  std::vector<PyObject *> kept = tensor_attributes(nargs == 4 ? args[3] : Py_None, &dict);
   try {
     auto made_here = [cs](Node *node) {
       uint64_t nr = node->sequence_nr();
@@ -244,7 +286,8 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
           for (size_t k = 0; k < out_edges.size(); ++k) {
             if (out_edges[k].first == next && out_edges[k].second == nr) used[k] = true;
           }
-        });
+        },
+        kept);
     for (size_t i = 0; i < n_in; ++i) {
       if (found[i].empty()) continue;
       PyObject *index = PyLong_FromSize_t(i);
@@ -258,10 +301,12 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     }
   } catch (const std::exception &exc) {
     Py_DECREF(seq);
+    Py_XDECREF(dict);
     PyErr_SetString(PyExc_RuntimeError, exc.what());
     return nullptr;
   }
   Py_DECREF(seq);
+  Py_XDECREF(dict);
   PyObject *counts = PyTuple_New(static_cast<Py_ssize_t>(n_in));
   if (counts == nullptr) return nullptr;
   for (size_t i = 0; i < n_in; ++i) {

@@ -355,7 +355,7 @@ class ModuleHooks:
             if call.inputs is not None:
                 grads = [t for t in outs if t.requires_grad]
                 used = () if call.start is None else s.finish_input_shares(
-                    call.inputs, call.start, call.ins, grads, _c_hook_consumers, call.listeners)
+                    call.inputs, call.start, call.ins, grads, _c_hook_consumers, call.listeners, mod)
                 s.finish_backward(call.inputs, grads, used, call.ins or ())
         except Exception as exc:
             s.guard.report("module forward hook", exc)

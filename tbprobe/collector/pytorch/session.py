@@ -289,7 +289,7 @@ class Session:
 
     def finish_input_shares(self, tr: BackwardTracker, start: Any, ins: Sequence[torch.Tensor],
                             outputs: Sequence[torch.Tensor], hook_consumers: Callable,
-                            listeners: Optional[Dict[int, List[NodeTracker]]]) -> tuple:
+                            listeners: Optional[Dict[int, List[NodeTracker]]], owner: Any = None) -> tuple:
         """The call's share of each input's gradient, from the nodes it made (_cgrad.hook_consumers), to the
         tracker and to the `listeners` of each input (calls inside that returned it as it is). An input none of
         the nodes sends a gradient to is unused (its gradient: null at once), or returned as it is (an identity
@@ -299,13 +299,16 @@ class Session:
 
         Returns the positions in `outputs` (those that require grad) of the outputs whose gradient must be what
         the consumers after the call send (finish_backward): those the call's own nodes also consume, and the
-        inputs it returns as they are, which other calls may have consumed before (hook_consumers finds both)."""
+        inputs it returns as they are, which other calls may have consumed before (hook_consumers finds both).
+        The call's nodes are those its outputs reach, and those the tensor attributes of `owner` (the module) reach:
+        a value it kept rather than returned (an MoE router's `self.aux_loss`, which the caller adds to the loss)
+        is part of its share, as in msprobe's full backward hook."""
         listeners = listeners or {}
         on_share = tr.on_in if not listeners else partial(_shares_to, tr, listeners)
         if _compiling():   # (dynamo would trace the C++ call; the tensors' own hooks it runs eagerly)
             counts, used = (0,) * len(ins), ()
         else:
-            counts, used = hook_consumers(start, outputs, on_share)
+            counts, used = hook_consumers(start, outputs, on_share, owner)
         for i, n in enumerate(counts):
             if n > 0:
                 continue

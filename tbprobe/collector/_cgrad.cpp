@@ -268,8 +268,9 @@ PyMethodDef methods[] = {
     {"hook_watched", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_watched)), METH_FASTCALL,
      "hook_watched(tensor, fn, i) -> bool: hook_node for a module output the module also uses itself: fn(i, what "
      "the consumers after the call send) once a backward pass has found them (discover); _cgrad_watch.h."},
-    {"discover", discover, METH_O,
-     "discover(roots) -> int: before a backward pass from `roots`, hook the consumers of the watched outputs."},
+    {"discover", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(discover)), METH_FASTCALL,
+     "discover(roots[, grads]) -> int: before a backward pass from `roots` (with those gradients), hook the "
+     "consumers of the watched outputs."},
     {"clear_watches", clear_watches, METH_NOARGS, "clear_watches() -> None: forget the step's watched outputs."},
     {"watching", watching, METH_NOARGS, "watching() -> bool: whether an output is watched."},
     {"same_edge", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(same_edge)), METH_FASTCALL,

@@ -68,12 +68,29 @@ at::Tensor watch_take(Watch &w, const at::Tensor &fallback) {
   return out;
 }
 
-// discover(roots) -> int: hook the consumers after each watched call among the nodes `roots` (tensors) reach;
-// returns how many were hooked. Nothing to do, at once, when nothing is watched.
-PyObject *discover(PyObject *, PyObject *roots) {
+// discover(roots[, grads]) -> int: hook the consumers after each watched call among the nodes `roots` (tensors)
+// reach; returns how many were hooked. Nothing to do, at once, when nothing is watched. A root that is a watched
+// output itself (`y.backward(g)`, `autograd.backward([loss, y], [None, g])`) starts its watch's sum with the
+// gradient the pass gives it: `grads[k]` (a list as long as `roots`; None, or no list: ones for a one-element
+// root, as the engine takes), as the reference's identity node after the output gets it first.
+PyObject *discover(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 1 && nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "discover(roots[, grads]): a list of tensors, and of their gradients");
+    return nullptr;
+  }
   if (watches.empty()) return PyLong_FromLong(0);
-  PyObject *seq = PySequence_Fast(roots, "discover(roots): a list or tuple of tensors");
+  PyObject *seq = PySequence_Fast(args[0], "discover(roots): a list or tuple of tensors");
   if (seq == nullptr) return nullptr;
+  PyObject *grads = nullptr;
+  if (nargs == 2 && args[1] != Py_None) {
+    grads = PySequence_Fast(args[1], "discover(roots, grads): grads, a list or tuple as long as roots");
+    if (grads == nullptr || PySequence_Fast_GET_SIZE(grads) != PySequence_Fast_GET_SIZE(seq)) {
+      if (grads != nullptr) PyErr_SetString(PyExc_ValueError, "discover(roots, grads): grads as long as roots");
+      Py_XDECREF(grads);
+      Py_DECREF(seq);
+      return nullptr;
+    }
+  }
   using torch::autograd::Node;
   long hooked = 0;
   try {
@@ -91,6 +108,30 @@ PyObject *discover(PyObject *, PyObject *roots) {
       auto it = first_after.find(n->thread_id());
       return it != first_after.end() && n->sequence_nr() >= it->second && n->sequence_nr() != UINT64_MAX;
     };
+    Py_ssize_t n_roots = PySequence_Fast_GET_SIZE(seq);
+    PyObject **roots = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t k = 0; k < n_roots; ++k) {
+      if (!THPVariable_Check(roots[k])) continue;
+      const at::Tensor &root = THPVariable_Unpack(roots[k]);
+      auto fn = root.grad_fn();
+      auto found = fn ? by_node.find(fn.get()) : by_node.end();
+      if (found == by_node.end()) continue;
+      at::Tensor g;
+      PyObject *given = grads != nullptr ? PySequence_Fast_ITEMS(grads)[k] : Py_None;
+      if (THPVariable_Check(given)) {
+        g = THPVariable_Unpack(given);
+      } else if (root.numel() == 1) {
+        at::NoGradGuard no_grad;
+        g = at::ones_like(root, at::MemoryFormat::Preserve);
+      }
+      if (!g.defined()) continue;
+      for (auto &w : found->second) {
+        if (w->input_nr != static_cast<uint32_t>(root.output_nr())) continue;
+        at::NoGradGuard no_grad;
+        std::lock_guard<std::mutex> guard(w->lock);
+        w->sum = w->sum.defined() ? at::add(w->sum, g) : g;
+      }
+    }
     walk_back(seq, after, [](Py_ssize_t, const at::Tensor &, Node *) {}, [&](Node *node, size_t j, Node *next) {
       auto found = by_node.find(next);
       if (found == by_node.end()) return;
@@ -111,10 +152,12 @@ PyObject *discover(PyObject *, PyObject *roots) {
     }
   } catch (const std::exception &exc) {
     Py_DECREF(seq);
+    Py_XDECREF(grads);
     PyErr_SetString(PyExc_RuntimeError, exc.what());
     return nullptr;
   }
   Py_DECREF(seq);
+  Py_XDECREF(grads);
   return PyLong_FromLong(hooked);
 }
 

@@ -572,3 +572,49 @@ def test_a_value_the_module_keeps_in_an_attribute_is_part_of_its_input_share(tmp
     names = list(data)
     assert (names.index("Module.router.gate.Linear.backward.0") < names.index("Module.router._AuxRouter.backward.0")
             < names.index("Module.emb.Linear.backward.0"))
+
+
+class _UsesItsOutput(torch.nn.Module):
+    def forward(self, x):
+        y = x * 2
+        return y, (y * 3).sum()
+
+
+@pytest.mark.parametrize("how", ["Tensor.backward", "autograd.backward", "autograd.grad"])
+def test_a_watched_output_that_is_a_backward_root_gets_the_roots_gradient(tmp_path, how):
+    """A module's output that it also uses itself, or that an identity module returns as it is, has the gradient
+    the consumers after the call send, which a watch sums; the gradient the pass gives a root comes from no
+    consumer, so where the output was itself a root its record was null (msprobe: the root's gradient)."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.uses, self.same = torch.nn.Linear(4, 4), _UsesItsOutput(), torch.nn.Identity()
+
+        def forward(self, x):
+            y, s = self.uses(self.fc(x))
+            return self.same(y), s
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    y, s = model(torch.randn(3, 4))
+    g = torch.full_like(y, 0.5)
+    if how == "Tensor.backward":
+        y.backward(g)
+    elif how == "autograd.backward":
+        torch.autograd.backward([y, s], [g, None])
+    else:
+        torch.autograd.grad([y, s], [model.fc.weight], grad_outputs=[g, None])
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    same = data["Module.same.Identity.backward.0"]
+    assert math.isclose(same["input"][0]["Norm"], g.norm().item(), rel_tol=1e-6)
+    assert math.isclose(same["output"][0]["Norm"], g.norm().item(), rel_tol=1e-6)
+    uses = data["Module.uses._UsesItsOutput.backward.0"]
+    assert math.isclose(uses["input"][0]["Norm"], g.norm().item(), rel_tol=1e-6)
+    if how != "Tensor.backward":
+        assert uses["input"][1]["Norm"] == 1.0    # (s: ones, as the engine gives a one-element root)

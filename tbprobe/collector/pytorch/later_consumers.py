@@ -32,12 +32,13 @@ def install(report: Callable[[str, BaseException], None]) -> None:
     _report = report
     if _ORIGINALS or discover is None:
         return
-    for name, roots_kw in (("backward", "tensors"), ("grad", "outputs")):
+    for name, roots_kw, grads_at, grads_kw in (("backward", "tensors", 1, "grad_tensors"),
+                                               ("grad", "outputs", 2, "grad_outputs")):
         orig = getattr(torch.autograd, name)
         _ORIGINALS[name] = orig
         wrapper = _MADE.get((name, orig))
         if wrapper is None:    # (made once per function: a step with a watched output installs them anew)
-            wrapper = _MADE[(name, orig)] = _wrap(orig, roots_kw)
+            wrapper = _MADE[(name, orig)] = _wrap(orig, roots_kw, grads_at, grads_kw)
         setattr(torch.autograd, name, wrapper)
 
 
@@ -51,19 +52,27 @@ def uninstall() -> None:
         clear_watches()
 
 
-def _wrap(orig: Callable, roots_kw: str) -> Callable:
+def _wrap(orig: Callable, roots_kw: str, grads_at: int, grads_kw: str) -> Callable:
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _discover(args[0] if args else kwargs.get(roots_kw))
+        _discover(args[0] if args else kwargs.get(roots_kw),
+                  args[grads_at] if len(args) > grads_at else kwargs.get(grads_kw))
         return orig(*args, **kwargs)
 
     return wrapper
 
 
-def _discover(roots: Any) -> None:
+def _discover(roots: Any, grads: Any) -> None:
+    """Before a pass from `roots` with gradients `grads` (as torch takes them: one, a sequence, or None): the
+    roots' gradients go to the watched outputs among the roots (a root's gradient comes from no consumer)."""
     try:
         if watching():
-            discover(list(roots) if isinstance(roots, (list, tuple)) else [roots])
+            roots = list(roots) if isinstance(roots, (list, tuple)) else [roots]
+            if grads is not None:
+                grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+                if len(grads) != len(roots):
+                    grads = None   # (torch refuses the call itself)
+            discover(roots, grads)
     except Exception as exc:
         if _report is not None:
             _report("watched outputs", exc)

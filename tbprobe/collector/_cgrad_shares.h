@@ -85,12 +85,13 @@ PyObject *same_edge(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
 struct Share {
   HookFn fn;
   std::vector<c10::weak_intrusive_ptr<torch::autograd::Node>> nodes;   // the call's nodes that send the input a gradient
+  WeakNode input;   // the node the input's gradient goes to (its history's, or a leaf's AccumulateGrad)
   size_t remaining = 0;   // (0: none of this pass yet, or the share handed on)
   int task = -1;     // the backward pass (graph task) the last contribution came in
   at::Tensor sum;
   std::mutex lock;
 
-  Share(PyObject *f, PyObject *i) : fn(f, i) {}
+  Share(PyObject *f, PyObject *i, const NodePtr &in) : fn(f, i), input(in) {}
 
   // how many of the nodes the current backward pass runs, `caller` (the pass's first to contribute) among them:
   // it runs, though it is not in the graph task's nodes where it is the pass's root (`y.backward(g)` with y made
@@ -117,11 +118,31 @@ struct Share {
     return std::max<size_t>(n, 1);
   }
 
-  // hands `total` on to fn (under the GIL), unless Python is finishing
+  // whether the current pass computes no gradient for the input at all: autograd.grad, or backward(inputs=...),
+  // whose inputs the input's history does not lead to. (The reference's full backward hook then never fires: the
+  // node it puts after the inputs does not run.)
+  bool input_skipped() const {
+    const auto *exec = torch::autograd::get_current_graph_task_exec_info();
+    if (exec == nullptr || exec->empty()) return false;
+    auto node = input.lock();
+    if (!node) return false;
+    auto it = exec->find(node.get());
+    return it == exec->end() || !it->second.should_execute();
+  }
+
+  // hands `total` on to fn (under the GIL), unless Python is finishing; Ellipsis for an undefined total the pass
+  // does not compute (input_skipped)
   void deliver(at::Tensor total) {
     if (!python_alive()) return;
+    bool skipped = !total.defined() && input_skipped();
     PyGILState_STATE st = PyGILState_Ensure();
-    PyObject *grad = wrap_grad(std::move(total));
+    PyObject *grad;
+    if (skipped) {
+      grad = Py_Ellipsis;
+      Py_INCREF(grad);
+    } else {
+      grad = wrap_grad(std::move(total));
+    }
     fn.call(grad);
     Py_XDECREF(grad);
     PyGILState_Release(st);
@@ -221,7 +242,8 @@ std::vector<PyObject *> tensor_attributes(PyObject *owner, PyObject **dict) {
 }
 
 // hook_consumers(start, outputs, fn[, owner]) -> (counts, used): counts[i], for input i of call_start, how many of
-// the call's nodes send it a gradient (each hooked; fn(i, share) comes after the last). 0: none does (an unused
+// the call's nodes send it a gradient (each hooked; fn(i, share) comes after the last; fn(i, Ellipsis) where the
+// pass computes no gradient for the input: Share::input_skipped). 0: none does (an unused
 // input, or one the call returns as it is). -1: none does, and the call changed the input in place: a view, whose
 // in-place change the engine sends to its base's history through a CopySlices node, past the view's own (the share
 // is not known). The call's nodes are those reached from `outputs` and from the tensor attributes of `owner` (the
@@ -292,7 +314,7 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       if (found[i].empty()) continue;
       PyObject *index = PyLong_FromSize_t(i);
       if (index == nullptr) throw std::bad_alloc();
-      auto share = std::make_shared<Share>(args[2], index);
+      auto share = std::make_shared<Share>(args[2], index, cs->edges[i].function);
       Py_DECREF(index);
       for (auto &[node, j] : found[i]) {
         share->nodes.emplace_back(node->getptr());

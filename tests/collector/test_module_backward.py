@@ -618,3 +618,29 @@ def test_a_watched_output_that_is_a_backward_root_gets_the_roots_gradient(tmp_pa
     assert math.isclose(uses["input"][0]["Norm"], g.norm().item(), rel_tol=1e-6)
     if how != "Tensor.backward":
         assert uses["input"][1]["Norm"] == 1.0    # (s: ones, as the engine gives a one-element root)
+
+
+@pytest.mark.parametrize("how", ["backward(inputs=...)", "autograd.grad"])
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_module_whose_input_gradients_the_pass_does_not_compute_has_no_backward_record(tmp_path, level, how):
+    """A pass asked for b's weight alone computes no gradient for b's input: msprobe's full backward hook never
+    fires for b (the node after its inputs does not run), where tbprobe wrote a record with a null input
+    gradient. b's parameters_grad and c's record stay; a, which the pass does not reach, has none either."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    loss = model(torch.randn(4, 8)).sum()
+    if how == "autograd.grad":
+        torch.autograd.grad(loss, [model[2].weight])
+    else:
+        loss.backward(inputs=[model[2].weight])
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    modules = [n for n in data if n.startswith("Module.") and "forward" not in n]
+    expected = ["Module.3.Linear.backward.0"] + (["Module.2.Linear.parameters_grad.0"] if how != "autograd.grad"
+                                                 else [])
+    assert modules == expected
+    assert data["Module.3.Linear.backward.0"]["output"][0] is not None

@@ -8,7 +8,10 @@ import torch
 if TYPE_CHECKING:
     from tbprobe.collector.pytorch.session import Session
 
-__all__ = ["BackwardTracker", "NodeTracker", "NodeHook"]
+__all__ = ["BackwardTracker", "NodeTracker", "NodeHook", "NOT_COMPUTED"]
+
+# What _cgrad's input shares hand on for an input whose gradient the pass does not compute (Share::input_skipped)
+NOT_COMPUTED = Ellipsis
 
 # tbprobe's own work in a backward pass, which runs with the operator mode on (backward_pass.py): kept out of it
 _NoTorchFunction = torch._C.DisableTorchFunction
@@ -24,7 +27,7 @@ class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "began", "done", "step", "task", "expect", "returned", "missing_returned", "at_end")
+                 "began", "done", "step", "task", "expect", "returned", "missing_returned", "at_end", "skipped")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -45,6 +48,7 @@ class BackwardTracker:
         self.returned: frozenset = frozenset()
         self.missing_returned = 0
         self.at_end = False    # completed, if still waiting, when its backward pass ends (_end_of_pass)
+        self.skipped = 0       # input shares this pass does not compute (NOT_COMPUTED)
 
     # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
     # _cgrad's C++ hooks (tbprobe/collector/_cgrad.cpp), or Python's node prehooks as `partial(on_*_node, i, nr)`
@@ -56,7 +60,8 @@ class BackwardTracker:
 
     def on_in(self, i: int, grad: Optional[torch.Tensor]) -> None:
         """The module's share of input i's gradient: the record's output i. It may come before the output
-        gradients when the module returns its input (an identity module)."""
+        gradients when the module returns its input (an identity module). NOT_COMPUTED: the pass computes no
+        gradient for that input."""
         self._arrive(i, grad, False)
 
     def _arrive(self, i: int, grad: Optional[torch.Tensor], out: bool) -> None:
@@ -87,7 +92,10 @@ class BackwardTracker:
                 if not self.began and s.filter.contextual:
                     self._begin()
                 item = (s.items.item_at(grad, f"{self.name}.input" if out else f"{self.name}.output", i)
-                        if s.record_data(self.name) else None)
+                        if s.record_data(self.name) and grad is not NOT_COMPUTED else None)
+                if grad is NOT_COMPUTED:
+                    self.skipped += 1
+                    item = None
                 if out:
                     self.out_items[i] = item
                     self.missing_out -= 1
@@ -132,6 +140,7 @@ class BackwardTracker:
         self.missing_out, self.missing_in = self.expect
         self.missing_returned = len(self.returned)
         self.started = self.began = self.done = False
+        self.skipped = 0
         self._close()
 
     def _close(self) -> None:
@@ -165,6 +174,12 @@ class BackwardTracker:
             return
         self.done = True
         self._close()
+        if self.skipped and all(item is None for item in self.in_items):
+            # the pass computes none of its inputs' gradients (autograd.grad, backward(inputs=...) past it): no
+            # record, as the reference's full backward hook never fires then
+            if self.began:
+                self.session.filter.note_end(self.name)
+            return
         if force or not self.in_items:
             # (none of its inputs needs a gradient: complete before its own nodes run, where the reference's full
             # backward hook fires, so before its parameters' gradients)

@@ -19,7 +19,7 @@ from tbprobe.collector.filters import NameFilter
 from tbprobe.collector.guard import HookGuard
 from tbprobe.collector.naming import Counters
 from tbprobe.collector.pytorch import later_consumers
-from tbprobe.collector.pytorch.backward_records import BackwardTracker, NodeHook, NodeTracker
+from tbprobe.collector.pytorch.backward_records import NOT_COMPUTED, BackwardTracker, NodeHook, NodeTracker
 from tbprobe.collector.pytorch.stacks import CODES, OWN_CODE, TBPROBE_DIR, format_stack
 from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.tensor_files import data_names, tensor_file_name
@@ -440,7 +440,7 @@ def _shares_to(tr: BackwardTracker, listeners: Dict[int, List[NodeTracker]], i: 
                grad: Optional[torch.Tensor]) -> None:
     tr.on_in(i, grad)
     for node_tr in listeners.get(i, ()):
-        node_tr.on_share(grad)
+        node_tr.on_share(None if grad is NOT_COMPUTED else grad)
 
 
 def _hook_gradient(t: torch.Tensor, i: int, on_node, on_grad) -> None:

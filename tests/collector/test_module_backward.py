@@ -644,3 +644,29 @@ def test_a_module_whose_input_gradients_the_pass_does_not_compute_has_no_backwar
                                                  else [])
     assert modules == expected
     assert data["Module.3.Linear.backward.0"]["output"][0] is not None
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_identity_modules_one_after_the_other_are_recorded_in_backward_order(tmp_path, level):
+    """Identity and Dropout(p=0) after a Linear return what came: their records came in forward order (Identity
+    first; at L0 Dropout's after the Linear's parameter gradients), where msprobe's come as their backward runs:
+    the later module first, both before the Linear's parameter gradients."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Identity(), torch.nn.Dropout(0.0),
+                                torch.nn.Linear(8, 2))
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    x = torch.randn(4, 8, requires_grad=True)
+    model(x).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    data = dump_of(tmp_path)["dump"]["data"]
+    modules = [n for n in data if n.startswith("Module.") and "forward" not in n]
+    assert modules == ["Module.3.Linear.parameters_grad.0", "Module.3.Linear.backward.0",
+                       "Module.2.Dropout.backward.0", "Module.1.Identity.backward.0",
+                       "Module.0.Linear.parameters_grad.0", "Module.0.Linear.backward.0"]
+    norm = data["Module.3.Linear.backward.0"]["output"][0]["Norm"]
+    for name in ("Module.2.Dropout.backward.0", "Module.1.Identity.backward.0"):
+        assert data[name]["input"][0]["Norm"] == pytest.approx(norm, rel=1e-6)
+        assert data[name]["output"][0]["Norm"] == pytest.approx(norm, rel=1e-6)

@@ -64,19 +64,29 @@ def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]
 
 
 def _nothing_carried_in(graph: Graph, node: Node, mode: str) -> bool:
-    """With the collector's data flow, for a forward call: whether every input that no longer passes is a leaf
-    that trains (requires_grad, made by no recorded call: a weight passed as an argument at L1), where the
-    difference enters rather than one carried in. Without data flow (msprobe's dumps), for a backward record (no
-    data flow there), or where a failing input comes from a recorded call or from none and needs no gradient (a
+    """Whether every input that no longer passes is one where the difference enters rather than one carried in:
+    a non-tensor argument (a constant multiplier, a fill value, an eps: it counts as a differing parameter
+    does), or, with the collector's data flow and for a forward call, a leaf that trains (requires_grad, made by
+    no recorded call: a weight passed as an argument at L1). A failing tensor input without data flow (msprobe's
+    dumps, a backward record), or one that comes from a recorded call or from none and needs no gradient (a
     gradient the optimizer reads, an unrecorded call's output): False, inputs_ok alone decides."""
-    if not graph.edges or ".forward" not in node.name or node.match is None:
+    if node.match is None:
         return False
     from tbprobe.graph_builder.compare import failing_inputs
+    from tbprobe.graph_builder.items import is_tensor_item
 
-    flow = graph.edges.get(node.name) or {}
     failing = failing_inputs(node.name, node.entry if node.has_entry else None, node.match.name,
                              node.match.entry if node.match.has_entry else None, mode)
-    return bool(failing) and all(slot not in flow and item.get("requires_grad") is True for slot, item in failing)
+    if not failing:
+        return False
+    flow = (graph.edges.get(node.name) or {}) if graph.edges and ".forward" in node.name else None
+
+    def enters_here(slot: str, item: dict) -> bool:
+        if not is_tensor_item(item):
+            return True
+        return flow is not None and slot not in flow and item.get("requires_grad") is True
+
+    return all(enters_here(slot, item) for slot, item in failing)
 
 
 def first_overflow(graph: Graph) -> Optional[Node]:

@@ -248,3 +248,45 @@ def test_an_output_the_rules_do_not_judge_is_no_divergence(tmp_path):
     result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
                        progress=False)
     assert _finding(result) == "Torch.mul.0.forward"
+
+
+def _scaled_mlp(folder, factor, flow):
+    """x -> gelu -> x * factor (a constant argument) -> linear inside Module.mlp, then a backward record whose
+    error comes later. Only the multiplication's constant differs between the sides."""
+    mlp = "Module.mlp.MLP.forward.0"
+    data = {
+        "Functional.gelu.0.forward": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0, grad=True)]),
+        "Tensor.__mul__.0.forward": synth.api_entry([T((4,), norm=2.0, grad=True), {"type": "float",
+                                                                                  "value": factor}],
+                                                    [T((4,), norm=2.0 * factor, grad=True)]),
+        "Functional.linear.0.forward": synth.api_entry([T((4,), norm=2.0 * factor, grad=True)],
+                                                       [T((4,), norm=1.0 * factor, grad=True)]),
+        mlp: synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=1.0 * factor, grad=True)]),
+        "Functional.gelu.0.backward": {"input": [T((4,), norm=1.0)], "output": [T((4,), norm=1.0 * factor)]},
+    }
+    construct = {k: mlp for k in data if k != mlp}
+    construct[mlp] = None
+    extra = {"dataflow.json": {"Tensor.__mul__.0.forward": {"0": "Functional.gelu.0.forward"},
+                               "Functional.linear.0.forward": {"0": "Tensor.__mul__.0.forward"}}} if flow else None
+    return synth.simple_rank(folder, data, construct, extra=extra)
+
+
+def test_a_differing_constant_argument_is_where_the_divergence_starts(tmp_path):
+    """x * 3.0 against x * 1.0: the multiplication is the only forward error (its constant is flagged, its tensor
+    input passes, its output is 200 % off), but the constant failed the "inputs pass" test, so the first
+    divergence was a later node (the enclosing module, or a backward record). A differing non-tensor argument
+    counts as a differing parameter does: with or without data flow."""
+    for flow in (True, False):
+        _scaled_mlp(tmp_path / f"d{flow}", 3.0, flow)
+        _scaled_mlp(tmp_path / f"b{flow}", 1.0, flow)
+        result = run_graph(str(tmp_path / f"d{flow}"), str(tmp_path / f"b{flow}"), str(tmp_path / f"o{flow}"),
+                           parallel=False, progress=False)
+        assert _finding(result) == "Tensor.__mul__.0.forward", flow
+    # a failing tensor input beside the constant is still carried in: the node is no start then
+    _scaled_mlp(tmp_path / "d2", 3.0, False)
+    doc = json.loads((tmp_path / "d2" / "dump.json").read_text())
+    doc["data"]["Tensor.__mul__.0.forward"]["input_args"][0]["Norm"] = 5.0
+    (tmp_path / "d2" / "dump.json").write_text(json.dumps(doc))
+    result = run_graph(str(tmp_path / "d2"), str(tmp_path / "bFalse"), str(tmp_path / "o2"), parallel=False,
+                       progress=False)
+    assert _finding(result) != "Tensor.__mul__.0.forward"

@@ -5,6 +5,7 @@ import math
 import os
 import shutil
 import sqlite3
+import threading
 import time
 from typing import Dict, List, Tuple
 
@@ -150,6 +151,11 @@ class Edits:
 
     def apply(self, run, file) -> dict:
         """Write the side-file edits into the database, after copying it to ``<file>.bak-<timestamp>``."""
+        path = self.data.open(run, file)[0]
+        with _apply_lock(path):  # (two applies at once wrote the file together, each with its own backup)
+            return self._apply(run, file)
+
+    def _apply(self, run, file) -> dict:
         path, gf = self.data.open(run, file)
         if not isinstance(gf, DbGraphFile):
             raise ApiError(400, "apply works on .vis.db files only")
@@ -170,6 +176,7 @@ class Edits:
         if os.path.exists(backup):
             raise ApiError(409, "a backup with this timestamp exists already; retry in a second")
         shutil.copy2(path, backup)
+        path, gf = self.data.open(run, file)  # (the log just folded in made it another file: its current reader)
         node_rows = []
         data_rows = []  # recomputed compare fields of manually matched debug nodes
         for step, rank, m, u in updates:
@@ -180,6 +187,9 @@ class Edits:
                 node_rows.append(row[:6])
                 if row[6] is not None:
                     data_rows.append((json.dumps(row[6][0]), json.dumps(row[6][1]), step, rank, "NPU", row[5]))
+        # The pooled read-only connections go first: SQLite removes a database's -wal and -shm when its last
+        # connection closes, and a read-only one cannot; one left open beside the writer kept both for good.
+        self.data.files.forget(path)
         conn = sqlite3.connect(path)
         try:
             with conn:
@@ -196,9 +206,37 @@ class Edits:
             conn.close()
             shutil.copy2(backup, path)
             raise ApiError(409, f"could not write the database ({exc}); it was restored from the backup") from None
+        self.data.files.forget(path)  # (readers opened meanwhile)
         conn.close()
-        self.data.files.forget(path)
+        _drop_side_files(path)
         return {"backup": os.path.basename(backup), "nodes_updated": len(node_rows), "legend": bool(legend)}
+
+
+_APPLY_LOCKS: Dict[str, threading.Lock] = {}
+_APPLY_LOCKS_LOCK = threading.Lock()
+
+
+def _apply_lock(path: str) -> threading.Lock:
+    with _APPLY_LOCKS_LOCK:
+        return _APPLY_LOCKS.setdefault(os.path.realpath(path), threading.Lock())
+
+
+def _drop_side_files(path: str) -> None:
+    """Leave no -wal / -shm beside the written database: where a reader opened the file while it was written
+    (and so kept them), fold the log in again from a connection that is then the last one, whose close removes
+    both. Nothing is done while another program holds the database (its own close removes them)."""
+    if not (os.path.exists(path + "-wal") or os.path.exists(path + "-shm")):
+        return
+    try:
+        conn = sqlite3.connect(path, timeout=2)
+    except sqlite3.Error:
+        return
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error:
+        pass
+    finally:
+        conn.close()
 
 
 def _log_folded_in(path: str) -> bool:

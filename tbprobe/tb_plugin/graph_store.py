@@ -136,6 +136,7 @@ class DbGraphFile:
         self.derived: dict = {}
         self.derived_lock = threading.Lock()
         self._idle: List[sqlite3.Connection] = []
+        self._closed = False
         self._pool_lock = threading.Lock()
         self._index_lock = threading.Lock()
         self._building: Dict[tuple, threading.Lock] = {}
@@ -164,7 +165,9 @@ class DbGraphFile:
         finally:
             if conn is not None:
                 with self._pool_lock:
-                    if len(self._idle) < _POOL_IDLE:
+                    # (not into the pool of a closed file: nobody would close it, and an open reader keeps the
+                    # -wal and -shm of a WAL database beside it for good)
+                    if not self._closed and len(self._idle) < _POOL_IDLE:
                         self._idle.append(conn)
                         conn = None
                 if conn is not None:
@@ -172,6 +175,7 @@ class DbGraphFile:
 
     def close(self) -> None:
         with self._pool_lock:
+            self._closed = True
             for conn in self._idle:
                 conn.close()
             self._idle.clear()

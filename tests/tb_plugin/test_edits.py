@@ -237,3 +237,33 @@ def test_a_fractional_step_in_a_json_body_is_refused_like_in_a_query(api, logdir
     status, reply = api.get("/api/root", run=run, file=file, step="1.5", rank=0, side="NPU")
     assert status == 400 and reply["error"] == "parameter step must be an integer, got '1.5'"
     assert not [n for n in os.listdir(logdir / run) if n.endswith(".vis.config")]
+
+
+def test_apply_leaves_no_wal_or_shm_beside_the_database(api, logdir):
+    """A reader the plugin held open while apply wrote (it opens read-only with -wal beside the file, here one a
+    closed live writer left) kept the -wal and -shm for good: no read-only connection can remove them."""
+    import sqlite3
+
+    run, file = db_file(logdir, "cmp_stat")
+    db = logdir / run / file
+    q = dict(run=run, file=file, step=0, rank=0)
+    with open(db, "rb") as f:
+        mode_before = f.read(20)[18:20]
+    holder = sqlite3.connect(str(db))
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("UPDATE tb_config SET micro_steps = micro_steps")
+    holder.commit()
+    with open(f"{db}-wal", "rb") as f:
+        left = f.read()
+    holder.close()
+    with open(f"{db}-wal", "wb") as f:
+        f.write(left)
+    assert api.get("/api/root", side="NPU", **q)[0] == 200        # (a pooled reader, opened with the -wal there)
+    api.post("/api/match", dict(q, debug="Tensor.__mul__.1.forward", bench="Tensor.__add__.1.forward"))
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200, body
+    assert api.get("/api/root", side="NPU", **q)[0] == 200
+    names = sorted(os.listdir(logdir / run))
+    assert not [n for n in names if n.endswith(("-wal", "-shm"))], names
+    with open(db, "rb") as f:
+        assert f.read(20)[18:20] == mode_before                   # (the journal mode the file had)

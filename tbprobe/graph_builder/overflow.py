@@ -15,7 +15,7 @@ from typing import Optional
 from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph
 
-__all__ = ["overflow_level", "mark_overflow", "LEVEL_RANK"]
+__all__ = ["overflow_level", "mark_overflow", "LEVEL_RANK", "non_finite_kinds", "output_pattern"]
 
 LEVEL_RANK = {None: 0, "medium": 1, "high": 2, "critical": 3}
 _VALUE_BOUNDS = ("Max", "Min")
@@ -68,3 +68,50 @@ def mark_overflow(graph: Graph) -> None:
     for node in graph.nodes.values():
         if node.node_type != NODE_API_COLLECTION and node.entry:
             node.overflow = overflow_level(node.name, node.entry)
+
+
+def _kinds_of_value(v) -> frozenset:
+    if isinstance(v, float) and not math.isfinite(v):
+        return frozenset(("nan",) if v != v else ("+inf",) if v > 0 else ("-inf",))
+    return frozenset()
+
+
+def _tensor_kinds(item: dict) -> frozenset:
+    """The non-finite values a tensor item holds, as far as its statistics tell: NaN, +inf (its Max), -inf (its
+    Min), or "inf" of unknown sign (an inf_count beside a NaN Max/Min)."""
+    kinds = set(_kinds_of_value(item.get("Max"))) | set(_kinds_of_value(item.get("Min")))
+    n = item.get("nan_count")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        kinds.add("nan")
+    n = item.get("inf_count")
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0 and not kinds & {"+inf", "-inf"}:
+        kinds.add("inf")
+    return frozenset(kinds)
+
+
+def non_finite_kinds(name: str, entry: Optional[dict]):
+    """(kinds of the non-finite non-tensor arguments, kinds of the non-finite output values) of an entry: a
+    masked_fill(mask, -inf) has ({"-inf"}, {"-inf"})."""
+    if not entry:
+        return frozenset(), frozenset()
+    ins, outs = flatten_entry(name, entry)
+    args: set = set()
+    for key, item in ins:
+        if isinstance(item, dict) and not is_tensor_item(item) and ".parameters." not in key:
+            args |= _kinds_of_value(item.get("value"))
+    out: set = set()
+    for _key, item in outs:
+        if is_tensor_item(item):
+            out |= _tensor_kinds(item)
+    return frozenset(args), frozenset(out)
+
+
+def output_pattern(name: str, entry: Optional[dict]) -> dict:
+    """Per output slot (the key without the node name), its non-finite kinds and nan/inf counts: two sides whose
+    patterns are equal overflow identically."""
+    if not entry:
+        return {}
+    _ins, outs = flatten_entry(name, entry)
+    cut = len(name) + 1
+    return {key[cut:]: (_tensor_kinds(item), item.get("nan_count"), item.get("inf_count"))
+            for key, item in outs if is_tensor_item(item)}

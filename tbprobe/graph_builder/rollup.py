@@ -93,10 +93,25 @@ def first_overflow(graph: Graph) -> Optional[Node]:
     """Earliest node in execution order (dump.json completion order, not the most severe level) whose inputs are
     finite and an output is Inf/NaN. That is exactly the "critical" scene of overflow_level: "high" means inf/nan
     on both sides or a finite output norm ratio > 100, "medium" bad inputs only - neither is where an overflow
-    starts. Levels are only graded with -oc, so without it there is no first overflow."""
+    starts. Levels are only graded with -oc, so without it there is no first overflow. Of the critical nodes it
+    skips one whose non-finite outputs are the kinds a non-finite non-tensor argument supplies (a causal mask's
+    masked_fill(mask, -inf)), and one whose counterpart's outputs are non-finite in the same way (same kinds,
+    same nan/inf counts per output): neither is where the debug run's overflow starts. Their levels stay."""
+    from tbprobe.graph_builder.overflow import non_finite_kinds, output_pattern
+
     for node in _leaves_in_exec_order(graph):
-        if node.overflow == FINITE_IN_BAD_OUT:
-            return node
+        if node.overflow != FINITE_IN_BAD_OUT:
+            continue
+        entry = node.entry if node.has_entry else None
+        args, outs = non_finite_kinds(node.name, entry)
+        if outs and all(k in args or (k == "inf" and args & {"+inf", "-inf"}) for k in outs):
+            continue
+        bench = node.match
+        if bench is not None and bench.has_entry:
+            pattern = output_pattern(node.name, entry)
+            if pattern and pattern == output_pattern(bench.name, bench.entry):
+                continue
+        return node
     return None
 
 

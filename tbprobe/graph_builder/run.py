@@ -319,7 +319,10 @@ def format_summary(result: GraphResult) -> str:
     if s.get("overflow") or s.get("first_overflow"):
         # (the first overflow is where one starts: finite inputs, an inf/nan output; the other overflow levels are
         # carried in, or the norm-ratio rule: "none" alone beside a count read as a contradiction)
-        first = s["first_overflow"] or "none (no node turns finite inputs into inf/nan)"
+        # (one that a non-finite argument makes, a mask's -inf fill, or that the bench makes identically is skipped)
+        bench = " or as the bench does" if result.graph_type == "compare" else ""
+        first = s["first_overflow"] or ("none (no node turns finite inputs into inf/nan, other than by an inf/nan "
+                                        f"argument{bench})")
         lines.append(f"  overflow nodes: {s['overflow']}, first overflow: {first}")
     for side, keys in (s.get("left_out") or {}).items():   # type: ignore[union-attr]
         shown = ", ".join(f"step {st} rank {r}" for st, r in keys[:8]) + (f" and {len(keys) - 8} more"

@@ -290,3 +290,46 @@ def test_a_differing_constant_argument_is_where_the_divergence_starts(tmp_path):
     result = run_graph(str(tmp_path / "d2"), str(tmp_path / "bFalse"), str(tmp_path / "o2"), parallel=False,
                        progress=False)
     assert _finding(result) != "Tensor.__mul__.0.forward"
+
+
+def test_the_first_overflow_skips_an_inf_argument_and_what_the_bench_makes_too(tmp_path):
+    """A causal mask's masked_fill(mask, -inf) turns finite inputs into -inf on both sides (critical, from its
+    fill argument), and so does an op both sides overflow in identically; the debug run's NaN starts at log(x) of
+    a finite x, later. The first overflow was the mask. Their levels stay critical."""
+    inf, nan = float("inf"), float("nan")
+
+    def rank(folder, broken):
+        neg = T((4, 4), mn=-inf, mean=-inf, norm=inf)
+        neg["inf_count"] = 6
+        same = T((4,), mx=inf, norm=inf)
+        same["inf_count"] = 1
+        data = {
+            "Tensor.masked_fill.0.forward": synth.api_entry(
+                [T((4, 4)), T((4, 4), dtype="torch.bool"), {"type": "float", "value": -inf}], [neg]),
+            "Torch.exp.0.forward": synth.api_entry([T((4,), mx=100.0)], [same]),
+            "Torch.log.0.forward": synth.api_entry([T((4,), mn=-1.0 if broken else 0.5)],
+                                                   [T((4,), mn=nan, mean=nan, norm=nan) if broken else T((4,))]),
+        }
+        return synth.simple_rank(folder, data, {k: None for k in data})
+
+    rank(tmp_path / "d", True)
+    rank(tmp_path / "b", False)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), overflow_check=True,
+                       parallel=False, progress=False)
+    conn = golden.open_ro(result.path)
+    row = conn.execute("SELECT node_name FROM tbprobe_findings WHERE kind='first_overflow'").fetchone()
+    assert row[0] == "Torch.log.0.forward"
+    levels = dict(conn.execute("SELECT node_name, overflow_level FROM tb_nodes WHERE data_source='NPU'"))
+    assert levels["Tensor.masked_fill.0.forward"] == levels["Torch.exp.0.forward"] == "critical"
+    # the same exp on the debug side alone (the bench finite there) is where the overflow starts
+    rank(tmp_path / "b2", False)
+    doc = json.loads((tmp_path / "b2" / "dump.json").read_text())
+    doc["data"]["Torch.exp.0.forward"]["output"] = [T((4,))]
+    (tmp_path / "b2" / "dump.json").write_text(json.dumps(doc))
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b2"), str(tmp_path / "o2"), overflow_check=True,
+                       parallel=False, progress=False)
+    assert result.summary["first_overflow"] == "step 0 rank 0: Torch.exp.0.forward"
+    # without a bench the fill argument's -inf is still skipped
+    result = run_graph(str(tmp_path / "d"), None, str(tmp_path / "o3"), overflow_check=True, parallel=False,
+                       progress=False)
+    assert result.summary["first_overflow"] == "step 0 rank 0: Torch.exp.0.forward"

@@ -14,7 +14,6 @@ from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, 
 
 from tbprobe.errors import TbprobeError
 from tbprobe.formats.dump_dir import RankDir
-from tbprobe.graph_builder.build import is_forward
 from tbprobe.graph_builder.cpu_idle import cpu_times, idle_cores_since
 from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
 from tbprobe.graph_builder.load import detect_mode, load_rank
@@ -153,6 +152,13 @@ def _texts(node: Node, entry: Optional[dict], with_md5: bool) -> None:
     node.input_data, node.output_data = node_texts(node, entry, with_md5)
 
 
+def collection_precision(node: Node) -> float:
+    """An Apis_Between_Modules collection's precision index: the worst of all its calls, backward ones too, 0
+    when none was compared (as the reference's graph_visualize; it took its forward calls alone before)."""
+    values = [c.precision for c in node.children if c.precision is not None]
+    return max(values) if values else 0
+
+
 def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
     """Match and compare two built graphs in place; returns the compare mode. Each matched pair's entries are
     decoded once here: the debug node gets its compared data (and overflow level with -oc), the bench node its
@@ -183,10 +189,7 @@ def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
                 b.overflow = overflow_level(b.name, be)
     for node in debug.root.children:
         if node.node_type == NODE_API_COLLECTION and node.match is not None:
-            # as the reference: the collection takes the worst of its forward calls (its backward calls are
-            # the gradients of those same calls; their own results stay on them and roll up in node_ext)
-            values = [c.precision for c in node.children if c.precision is not None and is_forward(c.name)]
-            node.precision = max(values) if values else 0
+            node.precision = collection_precision(node)
     return mode
 
 
@@ -252,10 +255,7 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
             yield b_row(b, *(res.bench_texts or node_texts(b, be, with_md5)))  # type: ignore[misc]
             continue
         if node.node_type == NODE_API_COLLECTION and b is not None and bench is not None:
-            # as the reference: the collection takes the worst of its forward calls (its backward calls are
-            # the gradients of those same calls; their own results stay on them and roll up in node_ext)
-            values = [c.precision for c in node.children if c.precision is not None and is_forward(c.name)]
-            node.precision = max(values) if values else 0
+            node.precision = collection_precision(node)
         yield d_row(node, *_uncompared_texts(node, opts.overflow_check, with_md5))
     for b in b_nodes:
         yield b_row(b, *_uncompared_texts(b, opts.overflow_check, with_md5))  # type: ignore[misc]

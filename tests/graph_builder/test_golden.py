@@ -5,6 +5,9 @@ Documented differences (docs/compatibility.md, ## Graph builder) are the only on
   the strings agree to about 6 significant digits, not to the last digit;
 - tensor mode: the One Thousandth rule uses 0.6 as documented (the reference's code uses 0.1), which turns
   Module.layers.1.Block.forward.0 (output ratio 0.5) into an error;
+- tensor mode: an Apis_Between_Modules collection takes the worst of its calls' indexes; the reference sets it
+  before its real-data compare has given any call one, so its collections are always 0 (here 0 over a
+  Tensor.__pow__.0.backward of index 1);
 - the `dst` / `src` arguments of Distributed.send/recv are compared like any other int argument;
 - dump_data_dir holds this machine's folder of the tensors, not the path recorded on the dumping machine."""
 import math
@@ -40,6 +43,8 @@ def _allowed(case, nid, what, ours, ref) -> bool:
             return True
         if nid.endswith("Module.layers.1.Block.forward.0"):
             return True  # the 0.6 threshold fix
+        if nid.endswith("Apis_Between_Modules.0") and what == "precision_index":
+            return (ours, ref) == (1, 0)  # the reference's collections, set before its compare: always 0
         if isinstance(ours, dict):
             diff = {k for k in set(ours) | set(ref) if ours.get(k) != ref.get(k)}
             return diff <= {"MaxRelativeErr", "Cosine"} and all(_close(ours[k], ref[k]) for k in diff)
@@ -72,7 +77,8 @@ def test_precision_index_equal_everywhere_but_documented(tmp_path):
         ours, ref = golden.nodes(result.path), golden.nodes(golden.reference_db(case))
         assert set(ours) == set(ref)
         changed = {nid for nid in ours if ours[nid]["precision_index"] != ref[nid]["precision_index"]}
-        expected = {"NPU_0_0_Module.layers.1.Block.forward.0"} if case == "cmp_tensor" else set()
+        expected = {"NPU_0_0_Module.layers.1.Block.forward.0",
+                    "NPU_0_0_Apis_Between_Modules.0"} if case == "cmp_tensor" else set()
         assert changed == expected, case
 
 

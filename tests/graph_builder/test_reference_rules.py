@@ -199,3 +199,18 @@ def test_sigterm_during_a_command_runs_its_cleanup_and_exits_143(capsys):
     assert run(parser, []) == 143
     assert cleaned == [True] and "tbprobe: terminated" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_collection_takes_the_worst_of_all_its_calls_backward_ones_too(tmp_path):
+    """Top-level calls between modules become Apis_Between_Modules.0; its precision index is the worst of all its
+    calls, as msprobe's graph_visualize sets it (checked on a 2-rank gloo run: a pow backward of index 1 gave its
+    collection 1 there). tbprobe took the forward calls alone: 0."""
+    def data(scale):
+        return {"Tensor.pow.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), norm=1.0)]),
+                "Tensor.add.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), norm=1.0)]),
+                "Tensor.pow.0.backward": {"input": [T((4,), norm=1.0)], "output": [T((4,), norm=scale)]}}
+
+    d, b = _pair(tmp_path, data)
+    prec = _precision(run_graph(d, b, str(tmp_path / "o"), parallel=False, progress=False).path)
+    assert prec["Tensor.pow.0.forward"] == 0 and prec["Tensor.pow.0.backward"] == 1
+    assert prec["Apis_Between_Modules.0"] == 1

@@ -6,6 +6,7 @@ lock and then only read. Objects of this class are cached by the file's identity
 edited or replaced file is read afresh and an unchanged one is never re-read.
 """
 import json
+import logging
 import math
 import os
 import sqlite3
@@ -20,6 +21,8 @@ from tbprobe.tb_plugin.graph_index import GraphIndex
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 
 __all__ = ["DbGraphFile", "loads_or", "row_metrics", "METRIC_FIELDS"]
+
+logger = logging.getLogger(__name__)
 
 _MAX_FEEDS = 200   # consumers listed for one node (a tensor many calls read: an embedding table, a mask)
 
@@ -142,6 +145,7 @@ class DbGraphFile:
         self._building: Dict[tuple, threading.Lock] = {}
         self._indexes: Dict[tuple, GraphIndex] = {}
         self._build_done: Dict[tuple, Tuple[threading.Event, float, bool]] = {}
+        self._failed: Dict[tuple, ApiError] = {}
         with self._conn() as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"tb_nodes", "tb_config"} <= tables:
@@ -232,11 +236,32 @@ class DbGraphFile:
         with lock:
             with self._index_lock:
                 found = self._indexes.get(key)
+                failed = self._failed.get(key)
+            if failed is not None:
+                raise failed
             if found is None:
-                found = self._build_index(step, rank, side)
+                try:
+                    found = self._build_index(step, rank, side)
+                except ApiError as exc:
+                    failed = exc
+                except Exception as exc:  # noqa: BLE001 - said as what it is, the file named
+                    logger.exception("graph_ascend: index of %s failed", self.path)
+                    failed = ApiError(400, f"{os.path.basename(self.path)}: the graph's index could not be built "
+                                           f"({type(exc).__name__}: {exc})")
+                if failed is not None:
+                    # (once: a damaged file was answered "partial" for ever, its index rebuilt in vain on each
+                    # read; the file changed is another object, tried afresh)
+                    with self._index_lock:
+                        self._failed[key] = failed
+                    raise failed
                 with self._index_lock:
                     self._indexes[key] = found
         return found
+
+    def index_failure(self, step: int, rank: int, side: str) -> Optional[ApiError]:
+        """Why this graph's index could not be built, or None (not tried yet, in progress or built)."""
+        with self._index_lock:
+            return self._failed.get((step, rank, side))
 
     def _build_index(self, step: int, rank: int, side: str) -> GraphIndex:
         cached = index_cache.load(self.identity, (step, rank, side))
@@ -278,6 +303,9 @@ class DbGraphFile:
         if not deferred:
             event.wait(max(0.0, started + wait_s - time.monotonic()))
         with self._index_lock:
+            failed = self._failed.get(key)
+            if failed is not None:
+                raise failed
             return self._indexes.get(key)
 
     def _defer_build(self, key: tuple) -> bool:
@@ -312,7 +340,10 @@ class DbGraphFile:
         """Build the indexes of a graph in the background (the page asks for them right after the meta). One
         thread per side: SQLite reads without the GIL, so the two scans overlap."""
         for side in sides:
-            self.index_if_ready(step, rank, side, 0.0)
+            try:
+                self.index_if_ready(step, rank, side, 0.0)
+            except ApiError:
+                pass  # (a graph that cannot be read: its own reads say so, the meta stands)
 
     def _scan_index(self, step: int, rank: int, side: str) -> GraphIndex:
         ext = "tbprobe_node_ext" in self.tables

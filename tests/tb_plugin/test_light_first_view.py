@@ -117,3 +117,29 @@ def test_a_big_file_builds_its_index_after_the_first_view(logdir, monkeypatch):
     event = gf._build_done[(0, 0, "NPU")][0]
     assert event.wait(60), "the deferred build never ran"
     assert gf.index_if_ready(0, 0, "NPU", 0.0) is gf.index(0, 0, "NPU")
+
+
+def test_a_graph_whose_index_cannot_be_built_is_a_400_naming_the_file_not_partial_for_ever(tmp_path):
+    """64 KiB of random bytes in the middle of the file: SQLite's indexes still give the light first view, the
+    index's full read fails. The root was `"partial": true` on every call (the page polled it ~120 times, then
+    stopped without a word)."""
+    import os
+    import random
+
+    from tests.tb_plugin.conftest import make_api
+    from tests.tb_plugin.synth_db import make_compare_db
+
+    os.makedirs(tmp_path / "r")
+    path = make_compare_db(str(tmp_path / "r" / "c.vis.db"), n_nodes=3000, big_children=100, seed=1)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(size // 2 // 4096 * 4096)
+        f.write(random.Random(0).randbytes(65536))
+    api = make_api(tmp_path)
+    q = dict(run="r", file="c.vis.db", step=0, rank=0, side="NPU")
+    assert api.get("/api/meta", run="r", file="c.vis.db")[0] == 200
+    for _ in range(3):
+        status, body = api.get("/api/root", **q)
+        assert status == 400, body
+        assert body["error"].startswith("c.vis.db: ") and "malformed" in body["error"], body
+        assert api.get("/api/children", node="DefaultModel", **q)[0] == 400

@@ -63,6 +63,7 @@ class RankSummary:
     rows: int = 0
     temp_db: Optional[str] = None
     levels: Tuple[str, str] = ("", "")   # (debug's, bench's): the summary notes a difference
+    unused_rules: Tuple[str, ...] = ()   # the layer mapping's renames no node name of this pair holds
 
 
 class Sink(Protocol):
@@ -440,10 +441,15 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
     if findings:
         sink.add_findings(findings)
     summary_levels = (debug.level, bench.level if bench is not None else debug.level)
+    unused: Tuple[str, ...] = ()
+    if bench is not None and opts.layer_map:
+        from tbprobe.graph_builder.match import unused_mapping_rules
+
+        unused = tuple(unused_mapping_rules(opts.layer_map, debug, bench))
     return RankSummary(debug.step, debug.rank, mode, micro, comm, _counts(debug, compare=bench is not None),
                        summary["first_divergence"], summary["first_overflow"],  # type: ignore[arg-type]
                        summary["first_divergence_order"], summary["first_overflow_order"],  # type: ignore[arg-type]
-                       n_rows, levels=summary_levels)
+                       n_rows, levels=summary_levels, unused_rules=unused)
 
 
 def _counts(graph: Graph, compare: bool) -> Dict[str, int]:

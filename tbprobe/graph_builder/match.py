@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
 from tbprobe.graph_builder.model import Graph, Node
 
-__all__ = ["match_graphs", "signature", "strip_counters"]
+__all__ = ["match_graphs", "signature", "strip_counters", "mapping_rules", "unused_mapping_rules"]
 
 _API = re.compile(r"^(.*)\.\d+\.(forward|backward)$")
 _MODULE = re.compile(r"^(.*)\.(forward|backward)\.\d+$")
@@ -209,6 +209,31 @@ def _mapped_name(name: str, layer_map: Mapping[str, Mapping[str, str]]) -> str:
         else:
             renames[str(key)] = str(value)
     return ".".join(renames.get(p, p) for p in parts)
+
+
+def mapping_rules(layer_map: Mapping) -> List[Tuple[str, str]]:
+    """(label, attribute) of each rename in a layer mapping: `Class: bench_attr -> debug_attr`, or
+    `bench_attr -> debug_attr` for a flat one; the attribute is the name part it renames."""
+    out = []
+    for key, value in layer_map.items():
+        if isinstance(value, Mapping):
+            out += [(f"{key}: {a} -> {b}", str(a)) for a, b in value.items()]
+        else:
+            out.append((f"{key} -> {value}", str(key)))
+    return out
+
+
+def unused_mapping_rules(layer_map: Optional[Mapping], *graphs: Graph) -> List[str]:
+    """Labels of the layer mapping's renames whose attribute is a part of no node name in the graphs: a rule
+    that can match nothing (a typo, a class path that is not there)."""
+    rules = mapping_rules(layer_map or {})
+    if not rules:
+        return []
+    parts = set()
+    for graph in graphs:
+        for name in graph.nodes:
+            parts.update(name.split("."))
+    return [label for label, attr in rules if attr not in parts]
 
 
 def _match_mapped(d: Node, b: Node, layer_map: Mapping[str, Mapping[str, str]]) -> None:

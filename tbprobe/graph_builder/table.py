@@ -3,6 +3,7 @@ parameter of every debug node, in execution order), from the same match and comp
 import csv
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -14,6 +15,7 @@ from tbprobe.graph_builder.compare import compare_entries
 from tbprobe.graph_builder.engine import Options, compare_graph_pair
 from tbprobe.graph_builder.items import flatten_entry, item_strings
 from tbprobe.graph_builder.load import load_rank
+from tbprobe.graph_builder.match import unused_mapping_rules
 from tbprobe.graph_builder.metrics import STAT_FIELDS, TENSOR_FIELDS
 from tbprobe.graph_builder.model import Graph
 from tbprobe.graph_builder.run import _check_out_dir, pair_rank_dirs
@@ -122,9 +124,13 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
     all_rows: List[List[str]] = []
     header: Optional[List[str]] = None
     multi = len(pairs) > 1
+    unused: Optional[set] = None
     for d_dir, b_dir in pairs:
         dg, bg = load_rank(d_dir, "NPU"), load_rank(b_dir, "Bench")  # type: ignore[arg-type]
         mode = compare_graph_pair(dg, bg, opts)
+        if layer_mapping:
+            rank_unused = set(unused_mapping_rules(layer_mapping, dg, bg))
+            unused = rank_unused if unused is None else unused & rank_unused
         cols = columns_for(mode)
         if header is None:
             header = (["Step", "Rank"] if multi else []) + cols
@@ -154,6 +160,9 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
         if isinstance(exc, OSError):
             raise TbprobeError(f"{path}: cannot write the table ({exc.strerror})") from None
         raise
+    for label in sorted(unused or ()):
+        print(f"warning: layer mapping rule {label!r} matched no node (no module or API name holds its "
+              "attribute)", file=sys.stderr)
     return path, len(all_rows)
 
 

@@ -86,6 +86,33 @@ def test_layer_mapping_renames(tmp_path):
     assert _unmatched(result.path) == set()
 
 
+def test_a_layer_mapping_rule_that_matches_nothing_is_named_in_a_warning(tmp_path, capsys):
+    """A rule whose attribute no node name holds (a typo: input_layernormX) was accepted without a word, the run
+    looking like an unmapped one. Both commands name each such rule; the rule that applies is not named."""
+    from tbprobe.cli import main
+
+    parent_d = "Module.layers.0.input_norm.RMSNorm.forward.0"
+    parent_b = "Module.layers.0.input_layernorm.RMSNorm.forward.0"
+    synth.simple_rank(tmp_path / "d", {parent_d: synth.api_entry()}, {parent_d: None})
+    synth.simple_rank(tmp_path / "b", {parent_b: synth.api_entry()}, {parent_b: None})
+    (tmp_path / "m.yaml").write_text("Layer:\n  input_layernormX: input_norm\n  layers: layers\n")
+    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o"),
+                 "-lm", str(tmp_path / "m.yaml"), "-q", "--no-align"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: layer mapping rule 'Layer: input_layernormX -> input_norm' matched no node" in out, out
+    assert "'Layer: layers -> layers'" not in out
+    assert main(["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "t"),
+                 "-lm", str(tmp_path / "m.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert "layer mapping rule 'Layer: input_layernormX -> input_norm' matched no node" in err, err
+    assert "layers -> layers" not in err
+    # the right rule: no warning
+    (tmp_path / "ok.yaml").write_text("Layer:\n  input_layernorm: input_norm\n")
+    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o2"),
+                 "-lm", str(tmp_path / "ok.yaml"), "-q"]) == 0
+    assert "layer mapping rule" not in capsys.readouterr().out
+
+
 def test_manual_matches_override(tmp_path):
     synth.simple_rank(tmp_path / "d", {"Torch.a.0.forward": synth.api_entry()}, {"Torch.a.0.forward": None})
     synth.simple_rank(tmp_path / "b", {"Torch.b.0.forward": synth.api_entry()}, {"Torch.b.0.forward": None})

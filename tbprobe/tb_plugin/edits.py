@@ -32,10 +32,18 @@ def validate_legend(colors) -> Dict[str, dict]:
         if not isinstance(spec, dict):
             raise ApiError(400, f"colour {color}: expected an object with value/description/accuracy_level")
         out[color] = {"value": _legend_range(color, spec.get("value", [])),
-                      "description": str(spec.get("description", ""))[:500],
-                      "accuracy_level": str(spec.get("accuracy_level", ""))[:50]}
+                      "description": _legend_text(color, spec, "description", 500),
+                      "accuracy_level": _legend_text(color, spec, "accuracy_level", 50)}
     _check_no_clash(out)
     return out
+
+
+def _legend_text(color: str, spec: dict, key: str, limit: int) -> str:
+    """A legend entry's text field: a JSON string (5 and [] were stored as the text "5" and "[]")."""
+    value = spec.get(key, "")
+    if not isinstance(value, str):
+        raise ApiError(400, f"colour {color}: {key} must be text, got {json.dumps(value)[:40]}")
+    return value[:limit]
 
 
 def _check_color(color) -> None:

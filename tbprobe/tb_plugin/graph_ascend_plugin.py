@@ -103,9 +103,9 @@ def _route(handler: Callable) -> Callable:
     return app
 
 
-def _graph_args(args) -> tuple:
-    return (rp.text(args, "run"), rp.text(args, "file"), rp.integer(args, "step", 0),
-            rp.integer(args, "rank", 0))
+def _graph_args(args, body: bool = False) -> tuple:
+    return (rp.text(args, "run"), rp.text(args, "file"), rp.integer(args, "step", 0, body=body),
+            rp.integer(args, "rank", 0, body=body))
 
 
 def _paging(args, default_limit: int) -> tuple:
@@ -253,12 +253,13 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
 
     def _match(self, r):
         body = self._post_body(r)
-        return self.edits.match(*_graph_args(body), rp.text(body, "debug"), rp.text(body, "bench"),
-                                rp.flag(body, "descendants"))
+        return self.edits.match(*_graph_args(body, True), rp.text(body, "debug"), rp.text(body, "bench"),
+                                rp.flag(body, "descendants", True))
 
     def _unmatch(self, r):
         body = self._post_body(r)
-        return self.edits.unmatch(*_graph_args(body), rp.text(body, "debug"), rp.flag(body, "descendants"))
+        return self.edits.unmatch(*_graph_args(body, True), rp.text(body, "debug"),
+                                  rp.flag(body, "descendants", True))
 
     def _legend(self, r):
         if r.method == "GET":

@@ -1,4 +1,5 @@
 """Parsing and validating request parameters: every bad value is a 400 with the parameter's name."""
+import json
 from typing import Iterable, List, Mapping, Optional
 
 from tbprobe.tb_plugin.api_error import ApiError
@@ -21,12 +22,15 @@ def text(args: Mapping, name: str, default: Optional[str] = None, max_len: int =
 
 
 def integer(args: Mapping, name: str, default: Optional[int] = None, lo: int = -(1 << 31),
-            hi: int = (1 << 31) - 1) -> int:
+            hi: int = (1 << 31) - 1, body: bool = False) -> int:
+    """A query parameter's digits, or (``body``: a JSON body's value) a JSON integer: ``"step": "0"`` is text."""
     value = args.get(name)
-    if value is None or value == "":
+    if value is None or (value == "" and not body):
         if default is None:
             raise ApiError(400, f"missing parameter: {name}")
         return default
+    if body and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ApiError(400, f"parameter {name} must be a JSON integer, got {json.dumps(value)[:40]}")
     try:
         # int() would truncate a JSON 1.5 to 1 where the query string's "1.5" is refused: refuse both
         if isinstance(value, float):
@@ -39,15 +43,19 @@ def integer(args: Mapping, name: str, default: Optional[int] = None, lo: int = -
     return number
 
 
-def flag(args: Mapping, name: str) -> bool:
-    value = args.get(name, False)
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("1", "true", "yes"):
-        return True
-    if str(value).lower() in ("0", "false", "no", ""):
+def flag(args: Mapping, name: str, body: bool = False) -> bool:
+    """A query parameter's 0 or 1 (absent or empty: 0), or (``body``) a JSON boolean: ``"no"`` and ``"yes"`` were
+    both true in a body, and a query took ``yes`` for ``compact`` where it refused ``regex=2``."""
+    value = args.get(name)
+    if body:
+        if value is None or isinstance(value, bool):
+            return bool(value)
+        raise ApiError(400, f"parameter {name} must be a JSON boolean (true or false), got {json.dumps(value)[:40]}")
+    if value in (None, "", "0"):
         return False
-    raise ApiError(400, f"parameter {name} must be 0 or 1")
+    if value == "1":
+        return True
+    raise ApiError(400, f"parameter {name} must be 0 or 1, got {str(value)[:40]!r}")
 
 
 def side(args: Mapping, default: Optional[str] = None) -> str:

@@ -233,7 +233,7 @@ def test_a_fractional_step_in_a_json_body_is_refused_like_in_a_query(api, logdir
     run, file = db_file(logdir, "cmp_stat")
     for route, body in (("/api/match", dict(debug=FC0, bench=FC0)), ("/api/unmatch", dict(debug=FC0))):
         status, reply = api.post(route, dict(body, run=run, file=file, step=1.5, rank=0))
-        assert status == 400 and reply["error"] == "parameter step must be an integer, got '1.5'", (route, reply)
+        assert status == 400 and reply["error"] == "parameter step must be a JSON integer, got 1.5", (route, reply)
     status, reply = api.get("/api/root", run=run, file=file, step="1.5", rank=0, side="NPU")
     assert status == 400 and reply["error"] == "parameter step must be an integer, got '1.5'"
     assert not [n for n in os.listdir(logdir / run) if n.endswith(".vis.config")]
@@ -267,3 +267,37 @@ def test_apply_leaves_no_wal_or_shm_beside_the_database(api, logdir):
     assert not [n for n in names if n.endswith(("-wal", "-shm"))], names
     with open(db, "rb") as f:
         assert f.read(20)[18:20] == mode_before                   # (the journal mode the file had)
+
+
+def test_json_bodies_and_query_flags_take_the_documented_types_only(api, logdir):
+    """Integers are JSON integers, booleans JSON booleans in a body, and 0 or 1 in a query: `"step": "0"` was
+    taken, `"descendants": "no"` meant true, `compact=yes` was taken where `regex=2` was refused, and a legend's
+    `description: 5` / `accuracy_level: []` were stored as the text "5" / "[]"."""
+    run, file = db_file(logdir, "cmp_stat")
+    pair = dict(run=run, file=file, rank=0, debug=FC0, bench=FC0)
+    status, reply = api.post("/api/match", dict(pair, step="0"))
+    assert status == 400 and reply["error"] == 'parameter step must be a JSON integer, got "0"', reply
+    status, reply = api.post("/api/match", dict(pair, step=0, rank=True))
+    assert status == 400 and reply["error"] == "parameter rank must be a JSON integer, got true", reply
+    for value in ("no", "yes", 1):
+        status, reply = api.post("/api/match", dict(pair, step=0, descendants=value))
+        assert status == 400 and reply["error"].startswith(
+            "parameter descendants must be a JSON boolean (true or false), got "), (value, reply)
+        status, _ = api.post("/api/unmatch", dict(run=run, file=file, step=0, rank=0, debug=FC0, descendants=value))
+        assert status == 400
+    assert not [n for n in os.listdir(logdir / run) if n.endswith((".vis.config", ".unmatch.json"))]
+    assert api.post("/api/match", dict(pair, step=0, descendants=False))[0] == 200
+    assert api.post("/api/match", dict(pair, step=0))[0] == 200                  # (absent: false)
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU")
+    for route, extra in (("/api/children", dict(node="DefaultModel", compact="yes")),
+                         ("/api/search", dict(q="a", regex="true")), ("/api/filter", dict(desc="no"))):
+        status, reply = api.get(route, **q, **extra)
+        name = next(iter(k for k in extra if k not in ("node", "q")))
+        assert status == 400 and reply["error"] == f"parameter {name} must be 0 or 1, got {extra[name]!r}", reply
+    assert api.get("/api/children", node="DefaultModel", compact=1, **q)[0] == 200
+    assert api.get("/api/children", node="DefaultModel", compact=0, **q)[0] == 200
+    for key, bad in (("description", 5), ("accuracy_level", [])):
+        colors = _legend(**{"#C7C7C7": {"value": [], key: bad}})
+        status, reply = api.post("/api/legend", dict(run=run, file=file, node_colors=colors))
+        assert status == 400 and reply["error"] == f"colour #C7C7C7: {key} must be text, got {json.dumps(bad)}"
+    assert not os.path.exists(logdir / run / (file + ".legend.json"))

@@ -55,21 +55,80 @@ def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]
 
         return not outside_the_node_rules(n.name)
 
-    diverging = [n for n in _leaves_in_exec_order(graph) if diverges(n)]
+    ordered = _leaves_in_exec_order(graph)
+    diverging = [n for n in ordered if diverges(n)]
+    earlier = _EarlierOutputs(ordered)
     for node in diverging:
-        if node.inputs_ok or _nothing_carried_in(graph, node, mode or graph.task):
+        if node.inputs_ok or _nothing_carried_in(graph, node, mode or graph.task, earlier):
             return node
     errors = [n for n in diverging if n.precision == 1]
     return (errors or diverging or [None])[0]
 
 
-def _nothing_carried_in(graph: Graph, node: Node, mode: str) -> bool:
+_SAME_SUM = 1e-4   # Mean and Norm of a reshaped copy are summed in another order: equal to about float32's digits
+
+
+def _stat(v) -> Optional[float]:
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    return float(v)
+
+
+def _bounds_key(item: dict) -> Optional[tuple]:
+    """A tensor's Max and Min (NaN as one value): a view, a transpose or a reshape keeps both exactly."""
+    mx, mn = _stat(item.get("Max")), _stat(item.get("Min"))
+    if mx is None or mn is None:
+        return None
+    return ("nan" if mx != mx else mx, "nan" if mn != mn else mn)
+
+
+def _close(a: Optional[float], b: Optional[float]) -> bool:
+    if a is None or b is None:
+        return a is b
+    if a != a or b != b:
+        return a != a and b != b
+    return a == b or abs(a - b) <= _SAME_SUM * max(abs(a), abs(b))
+
+
+class _EarlierOutputs:
+    """The statistics of the recorded outputs, read in execution order as far as asked (the first divergence's
+    candidates come in that order: each entry is decoded once at most). An item "is" an earlier output when its
+    Max and Min are that output's and its Mean and Norm agree to 1e-4 (a reshape sums in another order)."""
+
+    def __init__(self, ordered: List[Node]):
+        self._ordered = ordered
+        self._next = 0
+        self._seen: Dict[tuple, List[Tuple[Optional[float], Optional[float]]]] = {}
+
+    def holds(self, item: dict, before: int) -> bool:
+        key = _bounds_key(item)
+        if key is None:
+            return False
+        from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
+
+        while self._next < len(self._ordered) and self._ordered[self._next].exec_order < before:
+            node = self._ordered[self._next]
+            self._next += 1
+            entry = node.entry if node.has_entry else None
+            if entry:
+                for _k, out in flatten_entry(node.name, entry)[1]:
+                    k = _bounds_key(out) if is_tensor_item(out) else None
+                    if k is not None:
+                        self._seen.setdefault(k, []).append((_stat(out.get("Mean")), _stat(out.get("Norm"))))
+        mean, norm = _stat(item.get("Mean")), _stat(item.get("Norm"))
+        return any(_close(mean, m) and _close(norm, n) for m, n in self._seen.get(key, ()))
+
+
+def _nothing_carried_in(graph: Graph, node: Node, mode: str, earlier: Optional[_EarlierOutputs] = None) -> bool:
     """Whether every input that no longer passes is one where the difference enters rather than one carried in:
     a non-tensor argument (a constant multiplier, a fill value, an eps: it counts as a differing parameter
-    does), or, with the collector's data flow and for a forward call, a leaf that trains (requires_grad, made by
-    no recorded call: a weight passed as an argument at L1). A failing tensor input without data flow (msprobe's
-    dumps, a backward record), or one that comes from a recorded call or from none and needs no gradient (a
-    gradient the optimizer reads, an unrecorded call's output): False, inputs_ok alone decides."""
+    does), or, with the collector's data flow, for a forward call and not at L0 (where a weight is always a
+    module's parameter, never an argument), a leaf that trains (requires_grad, made by no recorded call: a
+    weight passed as an argument at L1) and whose statistics no earlier recorded output has (the views and
+    transposes the collector records without data flow keep them: an activation through one is no leaf). A
+    failing tensor input without data flow (msprobe's dumps, a backward record), or one that comes from a
+    recorded call or from none and needs no gradient (a gradient the optimizer reads, an unrecorded call's
+    output): False, inputs_ok alone decides."""
     if node.match is None:
         return False
     from tbprobe.graph_builder.compare import failing_inputs
@@ -79,12 +138,15 @@ def _nothing_carried_in(graph: Graph, node: Node, mode: str) -> bool:
                              node.match.entry if node.match.has_entry else None, mode)
     if not failing:
         return False
-    flow = (graph.edges.get(node.name) or {}) if graph.edges and ".forward" in node.name else None
+    leaves = bool(graph.edges) and ".forward" in node.name and graph.level != "L0"
+    flow = (graph.edges.get(node.name) or {}) if leaves else {}
 
     def enters_here(slot: str, item: dict) -> bool:
         if not is_tensor_item(item):
             return True
-        return flow is not None and slot not in flow and item.get("requires_grad") is True
+        if not leaves or slot in flow or item.get("requires_grad") is not True:
+            return False
+        return earlier is None or node.exec_order is None or not earlier.holds(item, node.exec_order)
 
     return all(enters_here(slot, item) for slot, item in failing)
 

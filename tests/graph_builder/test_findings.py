@@ -333,3 +333,61 @@ def test_the_first_overflow_skips_an_inf_argument_and_what_the_bench_makes_too(t
     result = run_graph(str(tmp_path / "d"), None, str(tmp_path / "o3"), overflow_check=True, parallel=False,
                        progress=False)
     assert result.summary["first_overflow"] == "step 0 rank 0: Torch.exp.0.forward"
+
+
+def test_at_l0_an_input_no_recorded_call_made_is_no_leaf_weight(tmp_path):
+    """At L0 a weight is a module's parameter, never an argument: an input no recorded module made (the MLP's
+    own `h * 3` between its two Linears) that requires grad was taken for a leaf weight, and the second Linear,
+    its input 200 % off, named the first divergence instead of the MLP around it."""
+    mlp = "Module.mlp.MLP.forward.0"
+
+    def rank(folder, w):
+        data = {
+            "Module.mlp.fc.Linear.forward.0": dict(
+                synth.api_entry([T((4,), norm=2.0, grad=True)], [T((4,), norm=2.0, grad=True)]),
+                parameters={"weight": T((4, 4), norm=1.0, grad=True)}),
+            "Module.mlp.out.Linear.forward.0": dict(
+                synth.api_entry([T((4,), norm=2.0 * w, grad=True)], [T((4,), norm=1.0 * w, grad=True)]),
+                parameters={"weight": T((4, 4), norm=1.0, grad=True)}),
+            mlp: synth.api_entry([T((4,), norm=2.0, grad=True)], [T((4,), norm=1.0 * w, grad=True)]),
+        }
+        construct = {"Module.mlp.fc.Linear.forward.0": mlp, "Module.mlp.out.Linear.forward.0": mlp, mlp: None}
+        doc = synth.simple_rank(folder, data, construct, extra={"dataflow.json": {mlp: {}}})
+        d = json.loads((folder / "dump.json").read_text())
+        d["level"] = "L0"
+        (folder / "dump.json").write_text(json.dumps(d))
+        return doc
+
+    rank(tmp_path / "d", 3.0)
+    rank(tmp_path / "b", 1.0)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _finding(result) == mlp
+
+
+def test_an_input_reached_through_an_unrecorded_view_is_no_leaf_weight(tmp_path):
+    """linear(y.view(...), w): the view is recorded without data flow, so the linear's failing input (200 % off,
+    requires grad) had no producer and counted as a leaf weight: the linear was named the first divergence
+    though its input is carried in. An input whose Max and Min are an earlier output's (Mean and Norm to 1e-4, a
+    reshape sums in another order) is that output's, not a leaf."""
+    def rank(folder, broken):
+        y = T((2, 4), mx=3.0 if broken else 1.0, mn=-1.0, mean=0.5 if broken else 0.0,
+              norm=6.0 if broken else 2.0, grad=True)
+        viewed = dict(y, shape=[8], Mean=y["Mean"] * (1 + 1e-7))
+        data = {
+            # (a: 30 % off with passing inputs, under the 50 % bound: no candidate)
+            "Torch.a.0.forward": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.6 if broken else 2.0,
+                                                                           grad=True)]),
+            # (b: its failing input comes from a, carried in)
+            "Torch.b.0.forward": synth.api_entry([T((4,), norm=2.6 if broken else 2.0, grad=True)], [y]),
+            "Functional.linear.0.forward": synth.api_entry([viewed, T((8, 8), norm=1.0, grad=True)],
+                                                           [T((8,), norm=3.0 if broken else 1.0, grad=True)]),
+        }
+        extra = {"dataflow.json": {"Torch.b.0.forward": {"0": "Torch.a.0.forward"}}}
+        return synth.simple_rank(folder, data, {k: None for k in data}, extra=extra)
+
+    rank(tmp_path / "d", True)
+    rank(tmp_path / "b", False)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _finding(result) == "Torch.b.0.forward"   # (none starts there: the earliest diverging node)

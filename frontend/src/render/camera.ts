@@ -26,13 +26,17 @@ export class Camera {
     this.ty = sy - w.y * next;
   }
 
-  /** Show the world box (x, y, w, h) inside a viewport of vw x vh, with a margin, never above maxScale. */
-  fit(x: number, y: number, w: number, h: number, vw: number, vh: number, margin = 16, maxScale = 1.25): void {
-    const s = Math.min((vw - 2 * margin) / Math.max(w, 1), (vh - 2 * margin) / Math.max(h, 1), maxScale);
+  /**
+   * Show the world box (x, y, w, h) inside a viewport of vw x vh, with a margin, never above maxScale; `top` is the
+   * room kept free above it (a pane's title), at least the margin.
+   */
+  fit(x: number, y: number, w: number, h: number, vw: number, vh: number, margin = 16, maxScale = 1.25,
+    top = margin): void {
+    const above = Math.max(top, margin);
+    const s = Math.min((vw - 2 * margin) / Math.max(w, 1), (vh - above - margin) / Math.max(h, 1), maxScale);
     this.scale = Math.max(MIN_SCALE, s);
     this.tx = (vw - w * this.scale) / 2 - x * this.scale;
-    this.ty = margin - y * this.scale;
-    if (h * this.scale < vh - 2 * margin) this.ty = (vh - h * this.scale) / 2 - y * this.scale;
+    this.ty = Math.max(above, (vh - h * this.scale) / 2) - y * this.scale;
   }
 
   /** Move so the world point is centred, keeping the scale. */

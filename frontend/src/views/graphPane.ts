@@ -50,6 +50,9 @@ function placeholder(order: number): NodeSummary {
 /** Quiet time after the last layout change before the minimap is rebuilt. */
 const MINIMAP_DELAY_MS = 120;
 
+/** Room above the graph for the pane's title ("NPU", "Bench"), which was drawn over the root box. */
+export const TITLE_ROOM = 28;
+
 /** Safety cap for expand-to-depth: more expansions than this are left for the user to ask for. */
 const MAX_AUTO_EXPAND = 3000;
 
@@ -84,6 +87,9 @@ export class GraphPane {
     this.el = el("div", { class: "ga-pane", testid: `graph-pane-${side}` },
       el("div", { class: "ga-pane-title", text: side === "NPU" ? "NPU" : "Bench" }),
       this.canvas, this.minimap.canvas);
+    // (before any fit, e.g. when the root's children cannot be read: the root box starts below the title)
+    this.camera.tx = 16;
+    this.camera.ty = TITLE_ROOM;
     bindPaneInput(this);
     this.resizeObserver = new ResizeObserver(() => this.resize());
     this.resizeObserver.observe(this.el);
@@ -409,7 +415,7 @@ export class GraphPane {
       return;
     }
     const { w, h } = this.viewportSize();
-    this.camera.fit(this.root.x, this.root.y, this.root.w, this.root.h, w, h);
+    this.camera.fit(this.root.x, this.root.y, this.root.w, this.root.h, w, h, 16, 1.25, TITLE_ROOM);
     this.requestDraw();
     this.cameraMoved();
   }

@@ -14,6 +14,7 @@ describe("search highlights", () => {
       api: { search, matches: async () => ({ matches: {} }), filter: async () => ({ total: 0, items: [] }) },
       store: new Store(defaultState()), meta: () => ({ sides: ["NPU", "Bench"], graph_type: "compare" }),
       sideKey: (side: string) => ({ side }), graphKey: () => ({}), legend: () => ({}), error: vi.fn(),
+      clearError: vi.fn(),
     } as unknown as AppContext;
     const panel = new SidePanel(ctx, graph as unknown as GraphView);
     panel.load();
@@ -27,5 +28,57 @@ describe("search highlights", () => {
     sideSelect.dispatchEvent(new Event("change"));
     await vi.waitFor(() => expect(highlights.Bench).toEqual(["Bench.hit"]));
     expect(highlights.NPU).toEqual([]);
+  });
+});
+
+describe("error banner", () => {
+  it("an error of a search is cleared once the box is emptied and a filter goes through", async () => {
+    const search = vi.fn(async () => {
+      throw new Error("bad regular expression");
+    });
+    const filter = vi.fn(async () => ({ total: 1, items: [{ name: "Module.a.forward.0", precision: 1 }] }));
+    const error = vi.fn();
+    const clearError = vi.fn();
+    const ctx = {
+      api: { search, matches: async () => ({ matches: {} }), filter },
+      store: new Store(defaultState()), meta: () => ({ sides: ["NPU"], graph_type: "compare" }),
+      sideKey: (side: string) => ({ side }), graphKey: () => ({}), legend: () => ({}), error, clearError,
+    } as unknown as AppContext;
+    const panel = new SidePanel(ctx, { setHighlights: () => undefined } as unknown as GraphView);
+    panel.load();
+    const input = panel.el.querySelector<HTMLInputElement>("[data-testid=search-input]")!;
+    input.value = "(";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect(error).toHaveBeenCalledTimes(1));
+    expect(clearError).not.toHaveBeenCalled();
+    input.value = "";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect(clearError).toHaveBeenCalledTimes(1));
+    const box = panel.el.querySelector<HTMLInputElement>("[data-testid=precision-filter] input[value=error]")!;
+    box.checked = true;
+    box.dispatchEvent(new Event("change"));
+    await vi.waitFor(() => expect(clearError).toHaveBeenCalledTimes(2));
+    expect(filter).toHaveBeenCalledTimes(1);
+    expect(error).toHaveBeenCalledTimes(1);
+  });
+});
+
+describe("filter results", () => {
+  it("put the metrics in an element of their own, after the name and the overflow badge", async () => {
+    const filter = async () => ({ total: 1, items: [{ name: "Module.layers.0.Linear.forward.0", precision: 1,
+      overflow: "high", metrics: { "Max diff": 1.5, "Min diff": 0, "Mean diff": 0.5 } }] });
+    const ctx = {
+      api: { search: async () => ({ total: 0, items: [] }), matches: async () => ({ matches: {} }), filter },
+      store: new Store({ ...defaultState(), precisionFilter: ["error"] }),
+      meta: () => ({ sides: ["NPU"], graph_type: "compare" }), sideKey: (side: string) => ({ side }),
+      graphKey: () => ({}), legend: () => ({}), error: vi.fn(), clearError: vi.fn(),
+    } as unknown as AppContext;
+    const panel = new SidePanel(ctx, { setHighlights: () => undefined } as unknown as GraphView);
+    panel.load();
+    await vi.waitFor(() => expect(panel.el.querySelector("[data-testid=filter-result]")).not.toBeNull());
+    const li = panel.el.querySelector("[data-testid=filter-result]")!;
+    expect([...li.children].map((c) => c.className)).toEqual(
+      ["ga-dot ga-p-error", "ga-item-name", "ga-badge ga-o-high", "ga-metrics ga-muted"]);
+    expect(li.querySelector(".ga-metrics")!.textContent).toContain("Max diff=");
   });
 });

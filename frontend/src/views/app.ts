@@ -157,6 +157,7 @@ export class App {
       legend: () => this.legend,
       setLegend: (c) => (this.legend = c),
       error: (e) => this.showError(e),
+      clearError: () => this.clearError(),
       busy: (d) => (this.busyCount += d),
       goToNode: (side, name, rank) => this.goToNode(side, name, rank),
     };
@@ -171,6 +172,12 @@ export class App {
     const msg = e instanceof ApiError || e instanceof Error ? e.message : String(e);
     this.bannerText.textContent = msg;
     this.banner.hidden = false;
+  }
+
+  /** An action went through: the error of an earlier one no longer holds. */
+  clearError(): void {
+    this.banner.hidden = true;
+    this.bannerText.textContent = "";
   }
 
   private scheduleUrl(): void {
@@ -329,6 +336,8 @@ export class App {
 
   private async reloadViews(): Promise<void> {
     this.busyCount++;
+    // (a new graph: an earlier action's error no longer holds; what goes wrong loading this one is shown)
+    this.clearError();
     try {
       this.showTab(this.store.state.tab);
       await this.graph.load();

@@ -17,6 +17,8 @@ export interface AppContext {
   legend(): NodeColors;
   setLegend(c: NodeColors): void;
   error(e: unknown): void;
+  /** hide the error banner: an action went through, the earlier error no longer holds */
+  clearError(): void;
   busy(delta: number): void;
   /** Show a node in the graph tab (switching rank first when given), select it and centre on it. */
   goToNode(side: Side, name: string, rank?: number): Promise<void>;

@@ -48,7 +48,7 @@ export class SidePanel {
       if (this.searchTimer) clearTimeout(this.searchTimer);
       this.searchTimer = setTimeout(() => {
         ctx.store.set({ search: this.searchInput.value, regex: this.regexBox.checked });
-        void this.runSearch();
+        void this.runSearch(true);
       }, 200);
     };
     this.searchInput.addEventListener("input", onSearch);
@@ -59,7 +59,7 @@ export class SidePanel {
       }
     });
     this.regexBox.addEventListener("change", onSearch);
-    this.searchSide.addEventListener("change", () => void this.runSearch());
+    this.searchSide.addEventListener("change", () => void this.runSearch(true));
 
     this.filterSide = el("select", { class: "ga-side-select" });
     const precisionBox = el("div", { class: "ga-checks", testid: "precision-filter" });
@@ -69,9 +69,9 @@ export class SidePanel {
     this.sortSelect = el("select", { title: t("sortBy") }, option("order", t("order")), option("precision", t("precision")),
       option("name", t("name")));
     this.descBox = el("input", { type: "checkbox" });
-    this.sortSelect.addEventListener("change", () => void this.runFilter());
-    this.descBox.addEventListener("change", () => void this.runFilter());
-    this.filterSide.addEventListener("change", () => void this.runFilter());
+    this.sortSelect.addEventListener("change", () => void this.runFilter(true));
+    this.descBox.addEventListener("change", () => void this.runFilter(true));
+    this.filterSide.addEventListener("change", () => void this.runFilter(true));
     this.filterCount = el("span", { class: "ga-count", testid: "filter-count" });
     this.filterList = el("ul", { class: "ga-list" });
 
@@ -99,7 +99,7 @@ export class SidePanel {
     box.addEventListener("change", () => {
       const pick = (g: string, values: readonly string[]) => values.filter((v) => this.filterBoxes.get(`${g}:${v}`)?.checked);
       this.ctx.store.set({ precisionFilter: pick("precision", PRECISIONS), overflowFilter: pick("overflow", OVERFLOWS) });
-      void this.runFilter();
+      void this.runFilter(true);
     });
     return el("label", { class: "ga-inline" }, box, ` ${t(value as "pass")}`);
   }
@@ -120,7 +120,11 @@ export class SidePanel {
     this.legend.render();
   }
 
-  private async runSearch(): Promise<void> {
+  /**
+   * Run the search box's query. `user`: the user changed it; when it goes through, the error banner of an earlier
+   * action (a bad regular expression) is cleared (it stayed after the box was emptied and a filter applied).
+   */
+  private async runSearch(user = false): Promise<void> {
     const seq = ++this.searchSeq;
     const q = this.searchInput.value;
     const side = (this.searchSide.value || "NPU") as Side;
@@ -131,6 +135,7 @@ export class SidePanel {
       this.searchCount.textContent = "";
       this.searchWord.textContent = "";
       this.graph.setHighlights(side, []);
+      if (user) this.ctx.clearError();
       return;
     }
     try {
@@ -140,6 +145,7 @@ export class SidePanel {
       this.searchWord.textContent = t("results");
       this.renderItems(this.searchList, "search-result", side, r.items, r.total);
       this.graph.setHighlights(side, r.items.map((i) => i.name));
+      if (user) this.ctx.clearError();
     } catch (e) {
       if (seq !== this.searchSeq) return;
       this.searchCount.textContent = "0";
@@ -149,13 +155,17 @@ export class SidePanel {
     }
   }
 
-  private async runFilter(): Promise<void> {
+  /** Run the filters; `user` as for runSearch. */
+  private async runFilter(user = false): Promise<void> {
     const seq = ++this.filterSeq;
     const s = this.ctx.store.state;
     const side = (this.filterSide.value || "NPU") as Side;
     clear(this.filterList);
     this.filterCount.textContent = "";
-    if (!s.precisionFilter.length && !s.overflowFilter.length) return;
+    if (!s.precisionFilter.length && !s.overflowFilter.length) {
+      if (user) this.ctx.clearError();
+      return;
+    }
     try {
       const r = await this.ctx.api.filter(this.ctx.sideKey(side), {
         precision: s.precisionFilter.length ? s.precisionFilter : undefined,
@@ -165,6 +175,7 @@ export class SidePanel {
       if (seq !== this.filterSeq) return;
       this.filterCount.textContent = `${r.total} ${t("results")}`;
       this.renderItems(this.filterList, "filter-result", side, r.items, r.total);
+      if (user) this.ctx.clearError();
       const metrics = new Set<string>();
       for (const it of r.items) for (const k of Object.keys(it.metrics ?? {})) metrics.add(k);
       for (const m of metrics) {
@@ -180,12 +191,13 @@ export class SidePanel {
       const li = el("li", { testid, class: "ga-clickable", title: it.name },
         el("span", { class: `ga-dot ga-p-${precisionClass(it.precision)}` }),
         el("span", { class: "ga-item-name", text: it.name }));
+      if (it.overflow) li.append(el("span", { class: `ga-badge ga-o-${it.overflow}`, text: it.overflow }));
+      // On a line of their own, under the name: beside it they filled the row and left 1-2 letters of the name.
       const metrics = Object.entries(it.metrics ?? {}).filter(([k]) => isMetricName(k));
       if (metrics.length) {
-        li.append(el("span", { class: "ga-metrics ga-muted",
-          text: metrics.slice(0, 3).map(([k, v]) => `${k}=${formatMetric(v)}`).join("  ") }));
+        const text = metrics.slice(0, 3).map(([k, v]) => `${k}=${formatMetric(v)}`).join("  ");
+        li.append(el("span", { class: "ga-metrics ga-muted", testid: `${testid}-metrics`, text, title: text }));
       }
-      if (it.overflow) li.append(el("span", { class: `ga-badge ga-o-${it.overflow}`, text: it.overflow }));
       li.addEventListener("click", () => void this.ctx.goToNode(side, it.name));
       list.append(li);
     }

@@ -44,6 +44,9 @@ export const CSS = `
 .ga-list { list-style:none; margin:4px 0; padding:0; max-height:220px; overflow:auto; }
 .ga-list li { padding:2px 4px; display:flex; gap:6px; align-items:center; border-radius:3px; }
 .ga-list li > .ga-item-name { overflow:hidden; text-overflow:ellipsis; white-space:nowrap; flex:1; min-width:0; }
+.ga-list li:has(> .ga-metrics) { flex-wrap:wrap; row-gap:0; }
+.ga-list li > .ga-metrics { flex:1 0 100%; min-width:0; padding-left:14px; font-size:11px; overflow:hidden;
+  text-overflow:ellipsis; white-space:nowrap; }
 .ga-clickable { cursor:pointer; }
 .ga-clickable:hover { background:var(--hover); }
 .ga-muted { color:var(--muted); }

@@ -164,7 +164,8 @@ class GraphData:
         _, gf = self.open(run, file)
         meta = gf.meta()
         if meta["steps"] and meta["ranks"]:
-            gf.prefetch(meta["steps"][0], meta["ranks"][0], meta["sides"])
+            # (the step the page opens: a live file's newest, else the first)
+            gf.prefetch(meta["steps"][-1 if meta.get("live") else 0], meta["ranks"][0], meta["sides"])
         legend = self.side_files(run, file).legend()
         if legend:
             meta["node_colors"] = legend

@@ -219,6 +219,8 @@ class DbGraphFile:
             "tool_tip": _dict(loads_or(cfg.get("tool_tip"), {})),
             "writer": "tbprobe" if "tbprobe_meta" in self.tables else "msprobe",
             "schema_version": int(schema_version) if schema_version and str(schema_version).isdigit() else None,
+            # written by the collector while training runs (formats/live_vis_db.py): its steps change
+            "live": meta_rows.get("live") == "1",
         }
 
     def meta(self) -> dict:

@@ -72,6 +72,7 @@ class VisGraphFile:
             "node_colors": data.get("Colors") or {},
             "tool_tip": data.get("ToolTip") or {},
             "writer": "msprobe",
+            "live": False,
             "schema_version": None,
         }
 

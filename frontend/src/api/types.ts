@@ -55,6 +55,8 @@ export interface Meta {
   tool_tip: Record<string, string>;
   writer: string;
   schema_version: number | null;
+  /** written by the collector while training runs: steps are added and old ones dropped (the page re-reads them) */
+  live?: boolean;
 }
 
 export interface ChildrenResponse {

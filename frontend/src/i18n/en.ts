@@ -96,6 +96,8 @@ export const en = {
   typeApi: "API",
   typeFused: "fused collection",
   typeApiCollection: "API collection",
+  liveStepDropped: "Step {old} is no longer in the live graph (it keeps the last steps only): showing step {new}, the newest.",
+  close: "close",
 } as const;
 
 export type MessageKey = keyof typeof en;

@@ -98,4 +98,6 @@ export const zh: Record<MessageKey, string> = {
   typeApi: "API",
   typeFused: "融合算子集合",
   typeApiCollection: "API 集合",
+  liveStepDropped: "实时图已不再包含第 {old} 步（只保留最近的若干步）：显示最新的第 {new} 步。",
+  close: "关闭",
 };

@@ -20,6 +20,20 @@ import { followDarkMode } from "./theme";
 
 const TABS: Tab[] = ["graph", "compare", "overflow", "monitor"];
 
+/** How often the steps of a live graph (one the collector is writing) are read again while the page is shown. */
+export const LIVE_POLL_MS = 3000;
+
+/** The step to show of a file: the one asked for when it has it (`keep`), else a live file's newest, else the first. */
+export function pickStep(meta: Pick<Meta, "steps" | "live">, step: number, keep: boolean): number {
+  const steps = meta.steps.length ? meta.steps : [0];
+  if (keep && steps.includes(step)) return step;
+  return meta.live ? steps[steps.length - 1] : steps[0];
+}
+
+function sameList(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
 function parentWindow(): Window | null {
   try {
     if (window.parent && window.parent !== window && window.parent.location.href) return window.parent;
@@ -56,6 +70,12 @@ export class App {
   private langSelect: HTMLSelectElement;
   private tabButtons = new Map<Tab, HTMLButtonElement>();
   private message: HTMLElement;
+  private notice: HTMLElement;
+  private noticeText: HTMLElement;
+  /** the link (or reload) named a step: a live file keeps it rather than opening on its newest */
+  private stepFromLink: boolean;
+  private liveTimer: ReturnType<typeof setInterval> | null = null;
+  private livePolling = false;
   private urlTimer: ReturnType<typeof setTimeout> | null = null;
   private metaPrefetch: { run: string; file: string; meta: Promise<Meta> } | null = null;
 
@@ -66,6 +86,7 @@ export class App {
     const own = window.location.hash.replace(/^#/, "");
     const fromParent = parent ? extractFromParentHash(parent.location.hash) : null;
     const initial = queryToState(own || fromParent || "");
+    this.stepFromLink = /(^|&)step=/.test(own || fromParent || "");
     if (!/(^|&)lang=/.test(own || fromParent || "")) initial.lang = guessLang(navigator.languages ?? []);
     setLang(initial.lang);
     this.store = new Store(initial);
@@ -122,13 +143,19 @@ export class App {
     closeBanner.addEventListener("click", () => (this.banner.hidden = true));
     this.banner = el("div", { class: "ga-error", testid: "error-banner", role: "alert", hidden: true },
       this.bannerText, el("span", { class: "ga-spacer" }), closeBanner);
+    this.noticeText = el("span", { testid: "notice-text" });
+    const closeNotice = el("button", { class: "ga-small", text: "×", "aria-label": t("close") });
+    closeNotice.addEventListener("click", () => (this.notice.hidden = true));
+    this.notice = el("div", { class: "ga-notice", testid: "notice", role: "status", hidden: true },
+      this.noticeText, el("span", { class: "ga-spacer" }), closeNotice);
     this.message = el("div", { class: "ga-message" });
     this.graph = new GraphView(this.ctx);
     this.compare = new CompareView(this.ctx);
     this.overflow = new OverflowView(this.ctx);
     this.monitorBox = el("div", { class: "ga-monitor" });
     this.body = el("div", { class: "ga-body" });
-    this.root = el("div", { class: "ga-root", testid: "ga-root", lang: initial.lang }, topbar, this.banner, this.body);
+    this.root = el("div", { class: "ga-root", testid: "ga-root", lang: initial.lang }, topbar, this.banner,
+      this.notice, this.body);
     host.append(this.root);
     this.store.subscribe(() => this.scheduleUrl());
     followDarkMode(parentWindow(), (dark) => {
@@ -180,6 +207,11 @@ export class App {
     this.bannerText.textContent = "";
   }
 
+  private showNotice(text: string): void {
+    this.noticeText.textContent = text;
+    this.notice.hidden = false;
+  }
+
   private scheduleUrl(): void {
     if (this.urlTimer) clearTimeout(this.urlTimer);
     this.urlTimer = setTimeout(() => this.flushUrl(), 150);
@@ -205,18 +237,23 @@ export class App {
     }
   }
 
-  /**
-   * Start the reads the first drawing needs before they are asked for (meta, roots, the roots' first children),
-   * so they travel together instead of one round trip after another; the panes then find them in the cache.
-   */
-  private prefetch(run: string, file: string, sides: Side[]): void {
+  /** Ask for a file's meta before it is needed (beside the file list). */
+  private prefetchMeta(run: string, file: string): void {
     if (!this.metaPrefetch || this.metaPrefetch.run !== run || this.metaPrefetch.file !== file) {
       this.metaPrefetch = { run, file, meta: this.api.meta({ run, file }) };
       this.metaPrefetch.meta.catch(() => undefined);
     }
+  }
+
+  /**
+   * Start the reads the first drawing needs (the roots and their first children, both sides at once), so they
+   * travel together; the panes then find them in the cache. Only once the meta has told the file's steps and
+   * sides: a root asked for before (step 0, the Bench side) was a 404 on every open of a build or live file.
+   */
+  private prefetchRoots(sides: Side[]): void {
     const s = this.store.state;
     for (const side of sides) {
-      const key: SideKey = { run, file, step: s.step, rank: s.rank, side };
+      const key: SideKey = { run: s.run, file: s.file, step: s.step, rank: s.rank, side };
       this.api.root(key).then((r) => this.api.childrenCompact(key, r.name, s.microStep, 0, FIRST_PAGE)).catch(() => undefined);
     }
   }
@@ -226,15 +263,18 @@ export class App {
     performance.mark?.("tbprobe:start");
     try {
       const s0 = this.store.state;
-      // Both sides at once: most files opened from a link are compare files (a build file's Bench read is a
-      // cheap 404, ignored), and the second side no longer waits for the file list.
-      if (s0.run && s0.file) this.prefetch(s0.run, s0.file, ["NPU", "Bench"]);
+      // The linked file's meta travels beside the file list (its roots follow once the meta is known).
+      if (s0.run && s0.file) this.prefetchMeta(s0.run, s0.file);
       const runs = await this.api.runs();
       performance.mark?.("tbprobe:runs");
       this.setFiles(runs);
       const s = this.store.state;
-      let pick = this.files.find((f) => f.run === s.run && f.file.file === s.file);
-      pick ??= this.files.find((f) => f.file.graph_type === "compare" && !f.file.error)
+      const linked = this.files.find((f) => f.run === s.run && f.file.file === s.file);
+      if (linked) {
+        await this.openFile(linked.run, linked.file.file, false);
+        return;
+      }
+      const pick = this.files.find((f) => f.file.graph_type === "compare" && !f.file.error)
         ?? this.files.find((f) => !f.file.error) ?? this.files[0];
       if (!pick) {
         this.message.textContent = t("noFiles");
@@ -242,13 +282,17 @@ export class App {
         this.loaded = true;
         return;
       }
-      await this.openFile(pick.run, pick.file.file, pick.run !== s.run || pick.file.file !== s.file);
+      await this.openFile(pick.run, pick.file.file, true);
     } catch (e) {
       this.showError(e);
       this.loaded = true;
     } finally {
       this.busyCount--;
     }
+  }
+
+  private label(f: { run: string; file: RunFile }): string {
+    return f.run === "." ? f.file.file : `${f.run}/${f.file.file}`;
   }
 
   private setFiles(runs: { runs: { run: string; files: RunFile[] }[] }): void {
@@ -258,7 +302,7 @@ export class App {
     this.files = runs.runs.flatMap((r) => r.files.map((file) => ({ run: r.run, file })));
     clear(this.fileSelect);
     this.files.forEach((f, i) => {
-      const label = f.run === "." ? f.file.file : `${f.run}/${f.file.file}`;
+      const label = this.label(f);
       const o = option(String(i), f.file.error ? `${label} (${f.file.error})` : label);
       o.disabled = !!f.file.error;
       o.selected = f.run === s.run && f.file.file === s.file;
@@ -275,14 +319,17 @@ export class App {
     }
   }
 
-  /** Open a file; `fresh` forgets the selection and expansion that belonged to the previous file. */
-  async openFile(run: string, file: string, fresh: boolean): Promise<void> {
+  /**
+   * Open a file; `fresh` forgets the selection and expansion that belonged to the previous file. Returns the
+   * error that kept it from opening (shown, unless `quiet`), or null.
+   */
+  async openFile(run: string, file: string, fresh: boolean, quiet = false): Promise<unknown> {
     this.busyCount++;
+    this.stopLive();
     try {
       const idx = this.files.findIndex((f) => f.run === run && f.file.file === file);
       if (idx >= 0) this.fileSelect.value = String(idx);
-      const entry = this.files[idx]?.file;
-      this.prefetch(run, file, entry?.graph_type === "compare" ? ["NPU", "Bench"] : ["NPU"]);
+      this.prefetchMeta(run, file);
       const meta = await this.metaPrefetch!.meta;
       this.metaPrefetch = null;
       performance.mark?.("tbprobe:meta");
@@ -293,22 +340,78 @@ export class App {
       const patch: Partial<ViewState> = fresh
         ? { ...defaultState(), lang: s.lang, tab: s.tab, colorMode: s.colorMode, run, file }
         : { run, file };
-      const steps = meta.steps.length ? meta.steps : [0];
       const ranks = meta.ranks.length ? meta.ranks : [0];
       const next = { ...s, ...patch };
-      if (!steps.includes(next.step)) patch.step = steps[0];
+      // A live file opens on its newest step, unless the link named one it still has.
+      const step = pickStep(meta, next.step, !meta.live || (!fresh && this.stepFromLink));
+      if (step !== next.step) patch.step = step;
       if (!ranks.includes(next.rank)) patch.rank = ranks[0];
       if (next.microStep >= meta.micro_steps) patch.microStep = -1;
       this.store.set(patch);
+      this.prefetchRoots(meta.sides);
       this.fillSelectors(meta);
-      await this.reloadViews();
+      const error = await this.reloadViews(quiet);
+      if (meta.live) this.startLive();
       performance.mark?.("tbprobe:loaded");
       this.loaded = true;
+      return error;
     } catch (e) {
-      this.showError(e);
+      this.metaPrefetch = null;
+      if (!quiet) this.showError(e);
       this.loaded = true;
+      return e;
     } finally {
       this.busyCount--;
+    }
+  }
+
+  private startLive(): void {
+    this.stopLive();
+    this.liveTimer = setInterval(() => void this.pollLive(), LIVE_POLL_MS);
+  }
+
+  private stopLive(): void {
+    if (this.liveTimer) clearInterval(this.liveTimer);
+    this.liveTimer = null;
+  }
+
+  /**
+   * A live file's steps, read again (the collector adds steps while training runs and drops old ones): the
+   * selectors follow, and a step that was dropped while shown gives way to the newest, with a notice saying why.
+   * Only while the page is shown and idle; one meta request (the server answers it from its cache when the file
+   * did not change).
+   */
+  private async pollLive(): Promise<void> {
+    const cur = this.meta;
+    if (!cur?.live || this.livePolling || this.busyCount > 0 || document.visibilityState !== "visible") return;
+    if (!this.root.isConnected) {
+      this.stopLive(); // (a rebuilt page in another language replaced this one)
+      return;
+    }
+    const { run, file } = this.store.state;
+    this.livePolling = true;
+    try {
+      const m = await this.api.meta({ run, file });
+      const s = this.store.state;
+      if (this.meta !== cur || s.run !== run || s.file !== file) return;
+      if (sameList(m.steps, cur.steps) && sameList(m.ranks, cur.ranks) && m.micro_steps === cur.micro_steps) return;
+      this.meta = { ...cur, steps: m.steps, ranks: m.ranks, micro_steps: m.micro_steps };
+      const patch: Partial<ViewState> = {};
+      const step = pickStep(m, s.step, true);
+      if (step !== s.step) {
+        patch.step = step;
+        this.showNotice(t("liveStepDropped").replace("{old}", String(s.step)).replace("{new}", String(step)));
+      }
+      const ranks = m.ranks.length ? m.ranks : [0];
+      if (!ranks.includes(s.rank)) patch.rank = ranks[0];
+      if (s.microStep >= m.micro_steps) patch.microStep = -1;
+      this.store.set(patch);
+      this.fillSelectors(this.meta);
+      if (Object.keys(patch).length) await this.reloadViews();
+    } catch {
+      /* the next poll tries again (the file may be between two writes) */
+    } finally {
+      this.livePolling = false;
     }
   }
 
@@ -334,7 +437,8 @@ export class App {
     void this.reloadViews();
   }
 
-  private async reloadViews(): Promise<void> {
+  /** Load the views of the current graph; returns the error that stopped them (shown unless `quiet`), or null. */
+  private async reloadViews(quiet = false): Promise<unknown> {
     this.busyCount++;
     // (a new graph: an earlier action's error no longer holds; what goes wrong loading this one is shown)
     this.clearError();
@@ -344,8 +448,10 @@ export class App {
       const tab = this.store.state.tab;
       if (tab === "compare") await this.compare.reload();
       if (tab === "overflow") await this.overflow.reload();
+      return null;
     } catch (e) {
-      this.showError(e);
+      if (!quiet) this.showError(e);
+      return e;
     } finally {
       this.busyCount--;
     }

@@ -83,6 +83,9 @@ export const CSS = `
 .ga-error { background:#fce8e6; color:#a50e0e; padding:6px 10px; border-bottom:1px solid #f5c6c2; display:flex; gap:8px; }
 .ga-dark .ga-error { background:#5c2b29; color:#f6aea9; border-color:#8c3b36; }
 .ga-error[hidden] { display:none; }
+.ga-notice { background:#e8f0fe; color:#174ea6; padding:6px 10px; border-bottom:1px solid #c6dafc; display:flex; gap:8px; }
+.ga-dark .ga-notice { background:#1f2d4a; color:#aecbfa; border-color:#2f4470; }
+.ga-notice[hidden] { display:none; }
 .ga-message { padding:24px; color:var(--muted); }
 .ga-monitor { overflow:auto; }
 .ga-pair { word-break:break-all; }

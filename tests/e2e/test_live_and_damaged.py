@@ -117,3 +117,40 @@ def test_a_live_graph_follows_the_collector_without_a_reload(browser, live_setup
     finally:
         context.close()
 
+
+def test_the_default_file_skips_a_damaged_one_and_the_page_reads_well(browser, live_setup):
+    tb = live_setup[0]
+    context, p, _ = _page(browser, tb)
+    try:
+        shown = p.testid("file-select").evaluate("s => s.options[s.selectedIndex].textContent")
+        assert shown == GOOD
+        notice = p.testid("notice-text").inner_text()
+        assert DAMAGED in notice and "malformed" in notice and GOOD in notice, notice
+        assert p.testid("error-banner").is_hidden()
+        # the pane's title is above the root box, not drawn over it (a graph taller than the pane, fitted)
+        p.testid("expand-depth").select_option("6")
+        p.wait_ready()
+        p.testid("fit-button").click()
+        p.wait_ready()
+        root = p.frame.evaluate("() => window.__tbprobe.nodeRect('NPU', 'DefaultModel')")
+        title = p.frame.evaluate("() => document.querySelector('[data-testid=graph-pane-NPU] .ga-pane-title')"
+                                 ".getBoundingClientRect().bottom")
+        assert root is not None and root["y"] >= title, (root, title)
+        # filter results: the name readable, the metrics under it
+        p.testid("precision-filter").get_by_label("pass").check()
+        p.frame.wait_for_function("() => document.querySelectorAll('[data-testid=filter-result]').length > 5")
+        widths = p.frame.evaluate("""() => [...document.querySelectorAll('[data-testid=filter-result]')].map(li => {
+            const n = li.querySelector('.ga-item-name'), m = li.querySelector('.ga-metrics');
+            return {name: n.clientWidth, need: n.scrollWidth, row: li.clientWidth, metrics: !!m,
+                    below: m ? m.getBoundingClientRect().top >= n.getBoundingClientRect().bottom - 1 : null}; })""")
+        assert all(w["metrics"] and w["below"] for w in widths), widths
+        assert all(w["name"] >= min(w["need"], w["row"] * 0.6) for w in widths), widths
+        p.shot("filter_names_en")
+        # a bad regular expression's banner goes once the box is emptied
+        p.testid("search-regex").check()
+        p.testid("search-input").fill("(")
+        p.testid("error-banner").wait_for(state="visible")
+        p.testid("search-input").fill("")
+        p.testid("error-banner").wait_for(state="hidden")
+    finally:
+        context.close()

@@ -97,6 +97,7 @@ export const en = {
   typeFused: "fused collection",
   typeApiCollection: "API collection",
   liveStepDropped: "Step {old} is no longer in the live graph (it keeps the last steps only): showing step {new}, the newest.",
+  fileSkipped: "{bad} could not be opened ({why}): showing {good}.",
   close: "close",
 } as const;
 

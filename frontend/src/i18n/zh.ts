@@ -99,5 +99,6 @@ export const zh: Record<MessageKey, string> = {
   typeFused: "融合算子集合",
   typeApiCollection: "API 集合",
   liveStepDropped: "实时图已不再包含第 {old} 步（只保留最近的若干步）：显示最新的第 {new} 步。",
+  fileSkipped: "无法打开 {bad}（{why}）：改为显示 {good}。",
   close: "关闭",
 };

@@ -274,15 +274,33 @@ export class App {
         await this.openFile(linked.run, linked.file.file, false);
         return;
       }
-      const pick = this.files.find((f) => f.file.graph_type === "compare" && !f.file.error)
-        ?? this.files.find((f) => !f.file.error) ?? this.files[0];
-      if (!pick) {
+      // No link: the first compare file, else the first file; one that fails to open is skipped for the next
+      // readable one (a damaged default file left the page on its error).
+      const readable = this.files.filter((f) => !f.file.error);
+      const order = [...readable.filter((f) => f.file.graph_type === "compare"),
+        ...readable.filter((f) => f.file.graph_type !== "compare")];
+      if (!order.length && this.files[0]) order.push(this.files[0]);
+      if (!order.length) {
         this.message.textContent = t("noFiles");
         this.showTab(s.tab === "monitor" ? "monitor" : "graph");
         this.loaded = true;
         return;
       }
-      await this.openFile(pick.run, pick.file.file, true);
+      let first: { label: string; error: unknown } | null = null;
+      for (const [i, f] of order.entries()) {
+        const last = i === order.length - 1;
+        const error = await this.openFile(f.run, f.file.file, true, !last);
+        if (!error) {
+          if (first) {
+            const why = first.error instanceof Error ? first.error.message : String(first.error);
+            this.showNotice(t("fileSkipped").replace("{bad}", first.label).replace("{why}", why)
+              .replace("{good}", this.label(f)));
+          }
+          break;
+        }
+        first ??= { label: this.label(f), error };
+        if (last) this.showError(first.error);
+      }
     } catch (e) {
       this.showError(e);
       this.loaded = true;

@@ -17,6 +17,9 @@ __all__ = ["OVERFLOW_LEVELS", "PRECISION_CLASSES", "NodeRow", "GraphIndex", "pre
 OVERFLOW_LEVELS = ("", "medium", "high", "critical")
 _OVERFLOW_CODE = {name: code for code, name in enumerate(OVERFLOW_LEVELS)}
 _NAN = float("nan")
+# Python objects per node besides the name's characters: the str objects, list slots, the name map's entry, the
+# search's offsets (measured: two 100k-node sides took about 125 MB)
+_NODE_OVERHEAD = 500
 
 # (name, node_type, up_node, precision_index, overflow_level, micro_step_id, matched, exec_order)
 NodeRow = Tuple[str, object, Optional[str], Optional[float], Optional[str], Optional[int], bool, Optional[int]]
@@ -162,6 +165,16 @@ class GraphIndex:
     # --- queries -------------------------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.names)
+
+    def memory_estimate(self) -> int:
+        """About how many bytes this index holds: its arrays, and per node its name (held by the list, the name
+        map and the search's lowered text) and the Python objects around it."""
+        found = getattr(self, "_memory", None)
+        if found is None:
+            arrays = sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+            found = arrays + sum(2 * len(n) for n in self.names) + _NODE_OVERHEAD * len(self.names)
+            self._memory = found
+        return found
 
     def find(self, name: str) -> int:
         i = self.by_name.get(name)

@@ -89,6 +89,7 @@ def row_metrics(*sources) -> Dict[str, float]:
 
 
 _SCAN_CHUNK = 4096
+_DERIVED_ENTRY = 400   # bytes per entry of a derived per-node table (a node's metrics dict, a compare row)
 # A file this big, without a cached index, has its index built only once its first view has been answered (no
 # light answer for _QUIET_S): on a busy machine the build's full read made those answers several times slower.
 _BIG_FILE = 32 * 2 ** 20
@@ -155,9 +156,12 @@ class DbGraphFile:
 
     # --- connections -----------------------------------------------------------------------------------------
     @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
-        with self._pool_lock:
-            conn = self._idle.pop() if self._idle else None
+    def _conn(self, pool: bool = True) -> Iterator[sqlite3.Connection]:
+        """A pooled connection (``pool=False``: a new one, closed after use)."""
+        conn = None
+        if pool:
+            with self._pool_lock:
+                conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = open_readonly(self.path)
         try:
@@ -171,7 +175,7 @@ class DbGraphFile:
                 with self._pool_lock:
                     # (not into the pool of a closed file: nobody would close it, and an open reader keeps the
                     # -wal and -shm of a WAL database beside it for good)
-                    if not self._closed and len(self._idle) < _POOL_IDLE:
+                    if pool and not self._closed and len(self._idle) < _POOL_IDLE:
                         self._idle.append(conn)
                         conn = None
                 if conn is not None:
@@ -225,6 +229,18 @@ class DbGraphFile:
 
     def meta(self) -> dict:
         return dict(self._meta)
+
+    def memory_estimate(self) -> int:
+        """About how many bytes this open file holds: its graph indexes and the per-node tables derived from them
+        (metrics, compare rows), for the open-file cache's budget (graph_files.py)."""
+        with self._index_lock:
+            total = sum(idx.memory_estimate() for idx in self._indexes.values())
+        with self.derived_lock:
+            derived = list(self.derived.values())
+        for value in derived:
+            if isinstance(value, (dict, list)):
+                total += _DERIVED_ENTRY * len(value)
+        return total
 
     # --- one graph -------------------------------------------------------------------------------------------
     def index(self, step: int, rank: int, side: str) -> GraphIndex:
@@ -358,8 +374,10 @@ class DbGraphFile:
                " NULL FROM tb_nodes n")
             + " WHERE n.step = ? AND n.rank = ? AND n.data_source = ? ORDER BY n.node_order"
         )
-        with self._conn() as conn:
-            conn.execute("PRAGMA mmap_size = 1073741824")  # fewer copies for a full scan of a big file
+        with self._conn(pool=False) as conn:
+            # Fewer copies for a full scan of a big file. On a connection of its own, closed after the scan: kept
+            # in the pool, each one held its mapping of the whole file (two per compare file, 300 MB each).
+            conn.execute("PRAGMA mmap_size = 1073741824")
             cursor = conn.execute(sql, (step, rank, side))
             rows: list = []
             while True:  # in chunks, stepping aside while a first view is being answered (see _Foreground)

@@ -41,13 +41,17 @@ def _post_order(graph: dict) -> List[str]:
     return order
 
 
+_JSON_FACTOR = 4   # the parsed objects of a JSON text take a few times its bytes
+
+
 class VisGraphFile:
     def __init__(self, path: str):
         self.path = path
         # Results derived from the whole graph (compare table, metrics), filled by queries.py on first use.
         self.derived: dict = {}
         self.derived_lock = threading.Lock()
-        if os.path.getsize(path) > MAX_VIS_BYTES:
+        self._size = os.path.getsize(path)
+        if self._size > MAX_VIS_BYTES:
             raise ApiError(400, f"{os.path.basename(path)}: legacy .vis file too large to open")
         try:
             with open(path, "r", encoding="utf-8") as f:
@@ -78,6 +82,12 @@ class VisGraphFile:
 
     def meta(self) -> dict:
         return dict(self._meta)
+
+    def memory_estimate(self) -> int:
+        """About how many bytes this open file holds: the parsed JSON (a few times the file's size) and the indexes."""
+        with self._lock:
+            indexes = list(self._indexes.values())
+        return _JSON_FACTOR * self._size + sum(idx.memory_estimate() for idx in indexes)
 
     def close(self) -> None:
         pass

@@ -242,14 +242,12 @@ PyObject *hook_grad(PyObject *const *args, Py_ssize_t nargs, bool watched) {
       hook->watch = std::make_shared<Watch>(node, static_cast<uint32_t>(t.output_nr()), at::sequence_number::peek(),
                                             at::RecordFunction::currentThreadId());
       watches.push_back(hook->watch);
-      // first among the node's hooks: of modules ending on one node (identity modules one after the other, each
-      // returning what came), the last to end is the first whose backward runs, as the reference's identity
-      // nodes after their outputs run
-      auto &hooks = node->pre_hooks();
-      hooks.insert(hooks.begin(), std::move(hook));
-    } else {
-      node->add_pre_hook(std::move(hook));
     }
+    // first among the node's hooks: of calls ending on one node (a module and the modules around it returning its
+    // output; identity modules one after the other, each returning what came), the last to end is the first whose
+    // backward runs, as the reference's identity nodes after their outputs run
+    auto &hooks = node->pre_hooks();
+    hooks.insert(hooks.begin(), std::move(hook));
   } catch (const std::exception &exc) {
     PyErr_SetString(PyExc_RuntimeError, exc.what());
     return nullptr;

@@ -1548,3 +1548,31 @@ def test_calls_in_an_inner_modules_backward_hang_under_it_when_its_output_is_the
     assert construct["Torch.mul.0.forward"] == "Module.1.mlp.row._RowRegion.backward.0"
     assert construct["Module.1.mlp.row._RowRegion.backward.0"] == "Module.1.mlp._Mlp.backward.0"
     assert construct["Module.1.mlp._Mlp.backward.0"] == "Module.1._Block.backward.0"
+
+
+def test_a_backward_range_leaves_out_the_module_around_its_first_call(tmp_path):
+    """A backward range from enc.1 to enc.0, enc.1 being the last module of a Sequential whose input needs no
+    gradient: the Sequential's backward, which runs around the range (its record complete as its output's gradient
+    comes, before enc.1's begins), was kept: its hook ran after enc.1's on their one autograd node. msprobe's
+    dump of this script has the range alone."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+            self.out = torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.out(self.enc(x))
+
+    dbg = make_debugger(tmp_path, level="L0", scope=["Module.enc.1.Linear.backward.0", "Module.enc.0.Linear.backward.0"])
+    model = Net()
+    dbg.start(model=model)
+    model(torch.randn(2, 4)).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert list(dump_of(tmp_path)["dump"]["data"]) == [
+        "Module.enc.1.Linear.parameters_grad.0", "Module.enc.1.Linear.backward.0", "Module.enc.0.Linear.backward.0",
+        "Module.enc.0.Linear.parameters_grad.0"]

@@ -331,6 +331,12 @@ FILTERS = [   # (level, task block): scopes of modules, operators and backward c
     ("mix", {"scope": ["Module.layers.1.DecoderLayer.forward.0", "Module.layers.1.DecoderLayer.backward.0"]}),
     ("L0", {"scope": ["Module.layers.0.DecoderLayer.forward.0", "Module.layers.1.DecoderLayer.forward.0"]}),
     ("L0", {"scope": ["Module.layers.1.DecoderLayer.backward.0", "Module.layers.0.DecoderLayer.backward.0"]}),
+    # (a range opening with the last module inside another, on the same autograd node: the one around it, whose
+    # backward begins first and ends after the range, is not in it)
+    ("L0", {"scope": ["Module.layers.1.mlp.down_proj.Linear.backward.0",
+                      "Module.layers.1.mlp.gate_proj.Linear.backward.0"]}),
+    ("mix", {"scope": ["Module.layers.1.mlp.down_proj.Linear.backward.0",
+                       "Module.layers.1.mlp.gate_proj.Linear.backward.0"]}),
     ("mix", {"list": ["Module.layers.1.mlp"]}),
     # a listed backward record keeps its parameters_grad; the module around it (SwiGLU ends on down_proj's node)
     # is not inside it

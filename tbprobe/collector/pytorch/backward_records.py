@@ -27,7 +27,8 @@ class BackwardTracker:
     """Collects the gradients of one forward call; emits its backward record when they are all in."""
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
-                 "began", "done", "step", "task", "expect", "returned", "missing_returned", "at_end", "skipped")
+                 "began", "done", "step", "task", "expect", "returned", "missing_returned", "at_end", "skipped",
+                 "own_nodes")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -49,6 +50,7 @@ class BackwardTracker:
         self.missing_returned = 0
         self.at_end = False    # completed, if still waiting, when its backward pass ends (_end_of_pass)
         self.skipped = 0       # input shares this pass does not compute (NOT_COMPUTED)
+        self.own_nodes = True  # some node the call made sends an input a gradient (Session.finish_input_shares)
 
     # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
     # _cgrad's C++ hooks (tbprobe/collector/_cgrad.cpp), or Python's node prehooks as `partial(on_*_node, i, nr)`
@@ -91,8 +93,12 @@ class BackwardTracker:
                     _open(s.bw_open, self)   # (its backward runs: Session.backward_parent)
                 if not self.began and s.filter.contextual:
                     self._begin()
+                # (under a scope the record is judged when it completes, as the reference's full backward hook
+                # writes it then: a module whose backward began inside the range and ends after it is left out,
+                # one that ends inside it kept; until then its items are gathered whenever backward data is kept)
+                wanted = s.filter.backward if s.filter.scope else s.record_data(self.name)
                 item = (s.items.item_at(grad, f"{self.name}.input" if out else f"{self.name}.output", i)
-                        if s.record_data(self.name) and grad is not NOT_COMPUTED else None)
+                        if wanted and grad is not NOT_COMPUTED else None)
                 if grad is NOT_COMPUTED:
                     self.skipped += 1
                     item = None
@@ -180,9 +186,10 @@ class BackwardTracker:
             if self.began:
                 self.session.filter.note_end(self.name)
             return
-        if force or not self.in_items:
+        if force or not self.in_items or not self.own_nodes:
             # (none of its inputs needs a gradient: complete before its own nodes run, where the reference's full
-            # backward hook fires, so before its parameters' gradients)
+            # backward hook fires, so before its parameters' gradients; or no node of its own sends them one: an
+            # identity module, complete as the gradient passes through it)
             self.emit()
         else:
             # emitted when the next gradient or call comes (Session.flush_deferred): after the gradients of the

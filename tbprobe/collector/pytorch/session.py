@@ -309,6 +309,9 @@ class Session:
             counts, used = (0,) * len(ins), ()
         else:
             counts, used = hook_consumers(start, outputs, on_share, owner)
+        # (no node of the call's sends an input a gradient: what the call returns is what came, as an identity
+        # module's; its record has no parameter gradients to wait for)
+        tr.own_nodes = any(n > 0 for n in counts)
         for i, n in enumerate(counts):
             if n > 0:
                 continue

@@ -7,6 +7,7 @@ is numeric where the text is a number or a percentage.
 import csv
 import io
 import math
+import sys
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from tbprobe.formats.spreadsheet import formula_safe
@@ -37,6 +38,19 @@ class TableRows:
     def __init__(self, rows: List[dict], columns: List[str]):
         self.rows = rows
         self.columns = columns
+        self._bytes: Optional[int] = None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def memory_estimate(self) -> int:
+        """About how many bytes the rows hold (for the open-file budget, graph_files.py): each row's dict and its
+        values, the node name aside (shared by the rows of a node). Measured once: the rows do not change."""
+        if self._bytes is None:
+            size = sys.getsizeof
+            self._bytes = size(self.rows) + sum(
+                size(row) + sum(size(v) for k, v in row.items() if k != "node") for row in self.rows)
+        return self._bytes
 
 
 def build_rows(data: Iterable[Tuple[str, int, dict, dict]], precision_of) -> TableRows:

@@ -20,7 +20,7 @@ from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import GraphIndex
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 
-__all__ = ["DbGraphFile", "loads_or", "row_metrics", "METRIC_FIELDS"]
+__all__ = ["DbGraphFile", "derived_estimate", "loads_or", "row_metrics", "METRIC_FIELDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,20 @@ _DERIVED_ENTRY = 400   # bytes per entry of a derived per-node table (a node's m
 _BIG_FILE = 32 * 2 ** 20
 _QUIET_S = 0.3
 _MAX_DEFER_S = 5.0
+
+
+def derived_estimate(values) -> int:
+    """About how many bytes the derived tables of an open file hold: those that measure themselves (the compare
+    table, one dict of every column per compared item: the largest of a big compare file, left out before),
+    and so many entries of a per-node dict or list."""
+    total = 0
+    for value in values:
+        measure = getattr(value, "memory_estimate", None)
+        if callable(measure):
+            total += measure()
+        elif isinstance(value, (dict, list)):
+            total += _DERIVED_ENTRY * len(value)
+    return total
 
 
 class _Foreground:
@@ -237,10 +251,7 @@ class DbGraphFile:
             total = sum(idx.memory_estimate() for idx in self._indexes.values())
         with self.derived_lock:
             derived = list(self.derived.values())
-        for value in derived:
-            if isinstance(value, (dict, list)):
-                total += _DERIVED_ENTRY * len(value)
-        return total
+        return total + derived_estimate(derived)
 
     # --- one graph -------------------------------------------------------------------------------------------
     def index(self, step: int, rank: int, side: str) -> GraphIndex:

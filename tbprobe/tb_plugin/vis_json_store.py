@@ -10,7 +10,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import GraphIndex
-from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, _abs_number
+from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, _abs_number, derived_estimate
 
 __all__ = ["VisGraphFile", "MAX_VIS_BYTES"]
 
@@ -84,10 +84,13 @@ class VisGraphFile:
         return dict(self._meta)
 
     def memory_estimate(self) -> int:
-        """About how many bytes this open file holds: the parsed JSON (a few times the file's size) and the indexes."""
+        """About how many bytes this open file holds: the parsed JSON (a few times the file's size), the indexes and
+        the tables derived from them (the compare table)."""
         with self._lock:
             indexes = list(self._indexes.values())
-        return _JSON_FACTOR * self._size + sum(idx.memory_estimate() for idx in indexes)
+        with self.derived_lock:
+            derived = list(self.derived.values())
+        return _JSON_FACTOR * self._size + sum(idx.memory_estimate() for idx in indexes) + derived_estimate(derived)
 
     def close(self) -> None:
         pass

@@ -57,3 +57,31 @@ def test_an_index_scan_leaves_no_memory_mapped_connection_in_the_pool(tmp_path):
     assert gf._idle
     assert [c.execute("PRAGMA mmap_size").fetchone()[0] for c in gf._idle] == [0] * len(gf._idle)
     gf.close()
+
+
+def test_the_compare_table_counts_in_the_memory_estimate_about_as_much_as_it_holds(tmp_path):
+    """The compare table (a dict of every column per compared item, cached on the open file) is the largest
+    derived structure of a big compare file; the estimate left it out, so the budget kept files open past it."""
+    import gc
+    import tracemalloc
+
+    from tbprobe.tb_plugin.graph_data import GraphData
+
+    os.makedirs(tmp_path / "r")
+    make_compare_db(str(tmp_path / "r" / "c.vis.db"), n_nodes=2000, big_children=200, seed=3)
+    data = GraphData(str(tmp_path))
+    gf, _ = data.graph("r", "c.vis.db", 0, 0, "NPU")
+    before = gf.memory_estimate()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        answer = data.compare_table("r", "c.vis.db", 0, 0, [], "", "", False, 0, 1)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    assert answer["total"] > 2000
+    added = gf.memory_estimate() - before
+    assert held > 0
+    assert 0.5 * held <= added <= 2 * held, (added, held)

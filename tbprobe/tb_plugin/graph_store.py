@@ -97,6 +97,24 @@ _QUIET_S = 0.3
 _MAX_DEFER_S = 5.0
 
 
+# SQLite's primary result codes of a failure that says nothing lasting about the file: another connection holds it
+# (an apply writing it with a rollback journal), memory or the disk ran out, an I/O error, the file could not be
+# opened just now, its schema changed under the reader. Such a failure is answered 503 and not remembered; the
+# others (malformed, not a database, a column or table missing) stay true until the file changes.
+_TRANSIENT_SQLITE = {5, 6, 7, 9, 10, 13, 14, 15, 17}   # BUSY LOCKED NOMEM INTERRUPT IOERR FULL CANTOPEN PROTOCOL SCHEMA
+
+
+def _transient(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # (raised by the sqlite3 module itself)
+        return isinstance(exc, sqlite3.OperationalError) and not str(exc).startswith("no such")
+    return code & 0xFF in _TRANSIENT_SQLITE
+
+
+def _retry_error(name: str, what: str) -> ApiError:
+    return ApiError(503, f"{name}: {what}; try again")
+
+
 def derived_estimate(values) -> int:
     """About how many bytes the derived tables of an open file hold: those that measure themselves (the compare
     table, one dict of every column per compared item: the largest of a big compare file, left out before),
@@ -161,6 +179,7 @@ class DbGraphFile:
         self._indexes: Dict[tuple, GraphIndex] = {}
         self._build_done: Dict[tuple, Tuple[threading.Event, float, bool]] = {}
         self._failed: Dict[tuple, ApiError] = {}
+        self._bg_errors: Dict[tuple, BaseException] = {}   # a background build's error not kept in _failed
         with self._conn() as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not {"tb_nodes", "tb_config"} <= tables:
@@ -183,7 +202,10 @@ class DbGraphFile:
         except sqlite3.DatabaseError as exc:
             conn.close()
             conn = None
-            raise ApiError(400, f"{self.path.rsplit('/', 1)[-1]}: database read failed ({exc})") from None
+            name = self.path.rsplit('/', 1)[-1]
+            if _transient(exc):
+                raise _retry_error(name, f"the database could not be read just now ({exc})") from None
+            raise ApiError(400, f"{name}: database read failed ({exc})") from None
         finally:
             if conn is not None:
                 with self._pool_lock:
@@ -255,7 +277,11 @@ class DbGraphFile:
 
     # --- one graph -------------------------------------------------------------------------------------------
     def index(self, step: int, rank: int, side: str) -> GraphIndex:
-        """The in-memory index of one graph, built on first use (one builder per graph, others wait)."""
+        """The in-memory index of one graph, built on first use (one builder per graph, others wait).
+
+        A failure the file itself causes (malformed, not a database, a wrong schema: a 4xx) is kept until the file
+        changes. One that may pass (a locked database, memory, an I/O error: a 503) and a bug (a 500 once it
+        reaches the route) are raised to this request alone: the next one builds again."""
         key = (step, rank, side)
         with self._index_lock:
             found = self._indexes.get(key)
@@ -272,11 +298,13 @@ class DbGraphFile:
                 try:
                     found = self._build_index(step, rank, side)
                 except ApiError as exc:
+                    if exc.status >= 500:
+                        raise
                     failed = exc
-                except Exception as exc:  # noqa: BLE001 - said as what it is, the file named
-                    logger.exception("graph_ascend: index of %s failed", self.path)
-                    failed = ApiError(400, f"{os.path.basename(self.path)}: the graph's index could not be built "
-                                           f"({type(exc).__name__}: {exc})")
+                except (MemoryError, OSError) as exc:
+                    raise _retry_error(os.path.basename(self.path),
+                                       f"the graph's index could not be built just now ({type(exc).__name__})") \
+                        from None
                 if failed is not None:
                     # (once: a damaged file was answered "partial" for ever, its index rebuilt in vain on each
                     # read; the file changed is another object, tried afresh)
@@ -322,8 +350,11 @@ class DbGraphFile:
                                 time.monotonic() - started < _QUIET_S or not _FOREGROUND.quiet_for(_QUIET_S)):
                             time.sleep(0.02)
                     self.index(step, rank, side)
-                except Exception:  # noqa: BLE001 - the request that needs the index reports the problem
-                    pass
+                except Exception as exc:  # noqa: BLE001 - the request that needs the index reports the problem
+                    if not isinstance(exc, ApiError):
+                        logger.exception("graph_ascend: index of %s failed", self.path)
+                    with self._index_lock:
+                        self._bg_errors[key] = exc
                 finally:
                     event.set()
             threading.Thread(target=run, name="graph_ascend-index", daemon=True).start()
@@ -335,7 +366,15 @@ class DbGraphFile:
             failed = self._failed.get(key)
             if failed is not None:
                 raise failed
-            return self._indexes.get(key)
+            found = self._indexes.get(key)
+            if found is None and event.is_set():
+                # The build ended with neither an index nor a kept failure (a transient error, a bug): this request
+                # answers its error, the next one builds again (it was "partial" for good).
+                self._build_done.pop(key, None)
+                error = self._bg_errors.pop(key, None)
+                if error is not None:
+                    raise error
+            return found
 
     def _defer_build(self, key: tuple) -> bool:
         try:
@@ -371,8 +410,8 @@ class DbGraphFile:
         for side in sides:
             try:
                 self.index_if_ready(step, rank, side, 0.0)
-            except ApiError:
-                pass  # (a graph that cannot be read: its own reads say so, the meta stands)
+            except Exception:  # noqa: BLE001 - a graph that cannot be read: its own reads say so, the meta stands
+                pass
 
     def _scan_index(self, step: int, rank: int, side: str) -> GraphIndex:
         ext = "tbprobe_node_ext" in self.tables

@@ -143,3 +143,99 @@ def test_a_graph_whose_index_cannot_be_built_is_a_400_naming_the_file_not_partia
         assert status == 400, body
         assert body["error"].startswith("c.vis.db: ") and "malformed" in body["error"], body
         assert api.get("/api/children", node="DefaultModel", **q)[0] == 400
+
+
+def _locked_error(tmp_path) -> sqlite3.OperationalError:
+    """A real "database is locked" (SQLITE_BUSY): what a reader meets while an apply writes with a rollback
+    journal."""
+    path = str(tmp_path / "locked.db")
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("CREATE TABLE t (x)")
+    writer.execute("BEGIN EXCLUSIVE")
+    reader = sqlite3.connect(path, timeout=0)
+    try:
+        reader.execute("SELECT * FROM t").fetchall()
+    except sqlite3.OperationalError as exc:
+        return exc
+    finally:
+        reader.close()
+        writer.close()
+    raise AssertionError("the exclusive lock did not hold the reader off")
+
+
+@pytest.mark.parametrize("kind", ["locked", "memory", "oserror", "bug"])
+@pytest.mark.parametrize("background", [False, True])
+def test_a_passing_failure_of_an_index_build_is_not_kept(tmp_path, monkeypatch, kind, background):
+    """Only what the file itself causes is kept until it changes; a locked database, memory, an I/O error (503)
+    and a bug (raised as it is: a 500 at the route) fail this build only, and the next request builds again."""
+    from tbprobe.tb_plugin import graph_store
+    from tbprobe.tb_plugin.api_error import ApiError
+    from tests.tb_plugin.synth_db import make_compare_db
+
+    path = make_compare_db(str(tmp_path / "c.vis.db"), n_nodes=300, big_children=40, seed=2)
+    error = {"locked": _locked_error(tmp_path), "memory": MemoryError(), "oserror": OSError(5, "Input/output error"),
+             "bug": TypeError("a bug")}[kind]
+    calls = []
+
+    def fail_once(limit_s=1.0):  # (inside the scan's connection: the path a real read error takes)
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+
+    monkeypatch.setattr(graph_store._FOREGROUND, "wait_idle", fail_once)
+    gf = DbGraphFile(path)
+    build = (lambda: gf.index_if_ready(0, 0, "NPU", 60.0)) if background else (lambda: gf.index(0, 0, "NPU"))
+    if kind == "bug":
+        with pytest.raises(TypeError):
+            build()
+    else:
+        with pytest.raises(ApiError) as caught:
+            build()
+        assert caught.value.status == 503 and caught.value.message.startswith("c.vis.db: "), caught.value.message
+    idx = build()
+    assert idx is not None and idx is gf.index(0, 0, "NPU")
+
+
+def test_a_bug_in_an_index_build_is_a_500_without_its_text_then_built_again(tmp_path, monkeypatch):
+    from tbprobe.tb_plugin import graph_store
+    from tests.tb_plugin.conftest import make_api
+    from tests.tb_plugin.synth_db import make_compare_db
+
+    (tmp_path / "r").mkdir()
+    make_compare_db(str(tmp_path / "r" / "c.vis.db"), n_nodes=300, big_children=40, seed=2)
+    real = graph_store.GraphIndex
+    calls = []
+
+    class Buggy(real):
+        def __init__(self, *args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                raise KeyError("secret internals")
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(graph_store, "GraphIndex", Buggy)
+    api = make_api(tmp_path)
+    q = dict(run="r", file="c.vis.db", step=0, rank=0)
+    status, body = api.get("/api/findings", **q)
+    assert status == 500, body
+    assert "secret" not in body["error"] and "KeyError" not in body["error"], body
+    assert api.get("/api/findings", **q)[0] == 200
+
+
+def test_a_wrong_schema_is_a_400_kept_until_the_file_changes(tmp_path, monkeypatch):
+    from tbprobe.tb_plugin.api_error import ApiError
+    from tests.tb_plugin.synth_db import make_compare_db
+
+    path = make_compare_db(str(tmp_path / "c.vis.db"), n_nodes=300, big_children=40, seed=2)
+    with sqlite3.connect(path) as conn:
+        conn.execute("ALTER TABLE tb_nodes RENAME COLUMN micro_step_id TO micro")
+    conn.close()
+    gf = DbGraphFile(path)
+    scans = []
+    real = DbGraphFile._scan_index
+    monkeypatch.setattr(DbGraphFile, "_scan_index", lambda self, *a: scans.append(a) or real(self, *a))
+    for _ in range(2):
+        with pytest.raises(ApiError) as caught:
+            gf.index(0, 0, "NPU")
+        assert caught.value.status == 400 and "micro_step_id" in caught.value.message, caught.value.message
+    assert len(scans) == 1

@@ -273,8 +273,11 @@ PyMethodDef methods[] = {
      "hook_watched(tensor, fn, i) -> bool: hook_node for a module output the module also uses itself: fn(i, what "
      "the consumers after the call send) once a backward pass has found them (discover); _cgrad_watch.h."},
     {"discover", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(discover)), METH_FASTCALL,
-     "discover(roots[, grads]) -> int: before a backward pass from `roots` (with those gradients), hook the "
-     "consumers of the watched outputs."},
+     "discover(roots[, grads[, token]]) -> int: before a backward pass from `roots` (with those gradients), hook "
+     "the consumers of the watched outputs."},
+    {"drop_seeds", drop_seeds, METH_O,
+     "drop_seeds(token) -> None: after its pass, forget the root gradients discover(..., token) gave watches whose "
+     "node did not run."},
     {"clear_watches", clear_watches, METH_NOARGS, "clear_watches() -> None: forget the step's watched outputs."},
     {"watching", watching, METH_NOARGS, "watching() -> bool: whether an output is watched."},
     {"same_edge", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(same_edge)), METH_FASTCALL,

@@ -30,6 +30,7 @@ struct Watch {
   std::mutex lock;
   at::Tensor sum;          // what the consumers after the call sent, so far in this backward pass
   bool discovered = false; // a pass looked for them: the sum is the output's gradient
+  uint64_t seeded = 0;     // the discover call whose root gradient the sum holds, not yet taken (0: none)
   std::set<std::pair<const torch::autograd::Node *, size_t>> hooked;  // (consumer, edge) already hooked
 
   Watch(const NodePtr &n, uint32_t nr, uint64_t e, uint64_t t) : node(n), input_nr(nr), end(e), thread(t) {}
@@ -65,24 +66,29 @@ at::Tensor watch_take(Watch &w, const at::Tensor &fallback) {
   if (!w.discovered) return fallback;
   at::Tensor out = std::move(w.sum);
   w.sum = at::Tensor();
+  w.seeded = 0;
   return out;
 }
 
-// discover(roots[, grads]) -> int: hook the consumers after each watched call among the nodes `roots` (tensors)
-// reach; returns how many were hooked. Nothing to do, at once, when nothing is watched. A root that is a watched
-// output itself (`y.backward(g)`, `autograd.backward([loss, y], [None, g])`) starts its watch's sum with the
-// gradient the pass gives it: `grads[k]` (a list as long as `roots`; None, or no list: ones for a one-element
-// root, as the engine takes), as the reference's identity node after the output gets it first.
+// discover(roots[, grads[, token]]) -> int: hook the consumers after each watched call among the nodes `roots`
+// (tensors) reach; returns how many were hooked. Nothing to do, at once, when nothing is watched. A root that is a
+// watched output itself (`y.backward(g)`, `autograd.backward([loss, y], [None, g])`) starts its watch's sum with
+// the gradient the pass gives it: `grads[k]` (a list as long as `roots`; None, or no list: ones for a one-element
+// root, as the engine takes), in the root's dtype, as the reference's identity node after the output gets it
+// first. `token` (a positive int) names the seeds for drop_seeds, once the pass is over: a seed the pass never
+// took (its node did not run, or torch refused the call) must not reach a later pass.
 PyObject *discover(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 1 && nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "discover(roots[, grads]): a list of tensors, and of their gradients");
+  if (nargs < 1 || nargs > 3) {
+    PyErr_SetString(PyExc_TypeError, "discover(roots[, grads[, token]]): tensors, their gradients, an int");
     return nullptr;
   }
+  uint64_t token = nargs == 3 ? PyLong_AsUnsignedLongLong(args[2]) : 0;
+  if (token == static_cast<uint64_t>(-1) && PyErr_Occurred()) return nullptr;
   if (watches.empty()) return PyLong_FromLong(0);
   PyObject *seq = PySequence_Fast(args[0], "discover(roots): a list or tuple of tensors");
   if (seq == nullptr) return nullptr;
   PyObject *grads = nullptr;
-  if (nargs == 2 && args[1] != Py_None) {
+  if (nargs >= 2 && args[1] != Py_None) {
     grads = PySequence_Fast(args[1], "discover(roots, grads): grads, a list or tuple as long as roots");
     if (grads == nullptr || PySequence_Fast_GET_SIZE(grads) != PySequence_Fast_GET_SIZE(seq)) {
       if (grads != nullptr) PyErr_SetString(PyExc_ValueError, "discover(roots, grads): grads as long as roots");
@@ -120,16 +126,19 @@ PyObject *discover(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
       PyObject *given = grads != nullptr ? PySequence_Fast_ITEMS(grads)[k] : Py_None;
       if (THPVariable_Check(given)) {
         g = THPVariable_Unpack(given);
-      } else if (root.numel() == 1) {
+      } else if (given == Py_None && root.numel() == 1) {   // (anything else: no seed)
         at::NoGradGuard no_grad;
         g = at::ones_like(root, at::MemoryFormat::Preserve);
       }
-      if (!g.defined()) continue;
+      // (a gradient of another shape torch refuses, or sums to the root's: left out)
+      if (!g.defined() || !g.sizes().equals(root.sizes())) continue;
+      at::NoGradGuard no_grad;
+      if (g.scalar_type() != root.scalar_type()) g = g.to(root.scalar_type());   // (as the engine casts it)
       for (auto &w : found->second) {
         if (w->input_nr != static_cast<uint32_t>(root.output_nr())) continue;
-        at::NoGradGuard no_grad;
         std::lock_guard<std::mutex> guard(w->lock);
         w->sum = w->sum.defined() ? at::add(w->sum, g) : g;
+        w->seeded = token;
       }
     }
     walk_back(seq, after, [](Py_ssize_t, const at::Tensor &, Node *) {}, [&](Node *node, size_t j, Node *next) {
@@ -159,6 +168,21 @@ PyObject *discover(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   Py_DECREF(seq);
   Py_XDECREF(grads);
   return PyLong_FromLong(hooked);
+}
+
+// drop_seeds(token) -> None: after the pass discover(..., token) came before, forget what the watches it seeded
+// still hold (their nodes did not run in it)
+PyObject *drop_seeds(PyObject *, PyObject *arg) {
+  uint64_t token = PyLong_AsUnsignedLongLong(arg);
+  if (token == static_cast<uint64_t>(-1) && PyErr_Occurred()) return nullptr;
+  for (auto &w : watches) {
+    std::lock_guard<std::mutex> guard(w->lock);
+    if (token != 0 && w->seeded == token) {
+      w->sum = at::Tensor();
+      w->seeded = 0;
+    }
+  }
+  Py_RETURN_NONE;
 }
 
 PyObject *clear_watches(PyObject *, PyObject *) {

@@ -670,3 +670,84 @@ def test_identity_modules_one_after_the_other_are_recorded_in_backward_order(tmp
     for name in ("Module.2.Dropout.backward.0", "Module.1.Identity.backward.0"):
         assert data[name]["input"][0]["Norm"] == pytest.approx(norm, rel=1e-6)
         assert data[name]["output"][0]["Norm"] == pytest.approx(norm, rel=1e-6)
+
+
+class _Product(torch.nn.Module):
+    def forward(self, a, b):
+        return a * b
+
+
+@pytest.mark.parametrize("block", [{}, {"list": ["Module.pb"]}])
+def test_a_module_with_one_input_gradient_computed_keeps_its_record_whatever_the_filter_keeps(tmp_path, block):
+    """autograd.grad asks for pb's weight: the pass computes the product's share of b, not of a. The record stays
+    (msprobe's hook fires, with a null for a); where a list leaves its data out it is still a construct node. It
+    was dropped whole there, taken for a record none of whose input gradients the pass computes."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pa, self.pb, self.two = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), _Product()
+
+        def forward(self, x):
+            return self.two(self.pa(x), self.pb(x)).sum()
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level="L0", **block)
+    dbg.start(model=model)
+    torch.autograd.grad(model(torch.randn(3, 4)), [model.pb.weight])
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    rank = dump_of(tmp_path)
+    assert "Module.two._Product.backward.0" in rank["construct"]
+    record = rank["dump"]["data"].get("Module.two._Product.backward.0")
+    if block:
+        assert record is None
+    else:
+        assert record["output"][0] is None and record["output"][1] is not None
+
+
+def test_a_root_gradient_a_pass_never_takes_does_not_reach_the_next_pass(tmp_path):
+    """autograd.grad([y, z], [other.weight], [g, None]) gives the watched output y a root gradient of 100s, but
+    needs only z's side: y's node never runs. The seed stayed in y's watch and was added to the next pass's
+    gradient (349.87 where 3.46 is right)."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.uses, self.other = torch.nn.Linear(4, 4), _UsesItsOutput(), torch.nn.Linear(4, 1)
+
+        def forward(self, x):
+            y, s = self.uses(self.fc(x))
+            return y, s, self.other(x).sum()
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    y, s, z = model(torch.randn(3, 4))
+    torch.autograd.grad([y, z], [model.other.weight], grad_outputs=[torch.full_like(y, 100.0), None],
+                        retain_graph=True)
+    (y.sum() + s).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    record = dump_of(tmp_path)["dump"]["data"]["Module.uses._UsesItsOutput.backward.0"]
+    assert math.isclose(record["input"][0]["Norm"], torch.ones_like(y).norm().item(), rel_tol=1e-6)
+
+
+def test_a_root_gradient_is_taken_in_the_roots_dtype(tmp_path):
+    """y.backward(float32 ones) on a bfloat16 Identity output: the engine casts a root's gradient to the root's
+    dtype; the watch kept it as given, and the record said float32."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Identity()).to(torch.bfloat16)
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    y = model(torch.randn(3, 4, dtype=torch.bfloat16))
+    y.backward(torch.ones(3, 4, dtype=torch.float32))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    record = dump_of(tmp_path)["dump"]["data"]["Module.1.Identity.backward.0"]
+    assert record["input"][0]["dtype"] == "torch.bfloat16" and record["input"][0]["Norm"] == pytest.approx(12 ** 0.5)

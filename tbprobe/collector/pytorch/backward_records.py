@@ -28,7 +28,7 @@ class BackwardTracker:
 
     __slots__ = ("session", "name", "out_items", "in_items", "missing_out", "missing_in", "parent", "started",
                  "began", "done", "step", "task", "expect", "returned", "missing_returned", "at_end", "skipped",
-                 "own_nodes")
+                 "computed", "own_nodes")
 
     def __init__(self, session: "Session", name: str, n_out: int, n_in: int) -> None:
         self.session = session
@@ -50,6 +50,7 @@ class BackwardTracker:
         self.missing_returned = 0
         self.at_end = False    # completed, if still waiting, when its backward pass ends (_end_of_pass)
         self.skipped = 0       # input shares this pass does not compute (NOT_COMPUTED)
+        self.computed = 0      # and those it computes (defined or not)
         self.own_nodes = True  # some node the call made sends an input a gradient (Session.finish_input_shares)
 
     # The hooks sit on the autograd node that made each tensor, and call on_out/on_in(i, gradient): through
@@ -93,15 +94,13 @@ class BackwardTracker:
                     _open(s.bw_open, self)   # (its backward runs: Session.backward_parent)
                 if not self.began and s.filter.contextual:
                     self._begin()
-                # (under a scope the record is judged when it completes, as the reference's full backward hook
-                # writes it then: a module whose backward began inside the range and ends after it is left out,
-                # one that ends inside it kept; until then its items are gathered whenever backward data is kept)
-                wanted = s.filter.backward if s.filter.scope else s.record_data(self.name)
                 item = (s.items.item_at(grad, f"{self.name}.input" if out else f"{self.name}.output", i)
-                        if wanted and grad is not NOT_COMPUTED else None)
+                        if s.record_data(self.name) and grad is not NOT_COMPUTED else None)
                 if grad is NOT_COMPUTED:
                     self.skipped += 1
                     item = None
+                elif not out:
+                    self.computed += 1
                 if out:
                     self.out_items[i] = item
                     self.missing_out -= 1
@@ -146,7 +145,7 @@ class BackwardTracker:
         self.missing_out, self.missing_in = self.expect
         self.missing_returned = len(self.returned)
         self.started = self.began = self.done = False
-        self.skipped = 0
+        self.skipped = self.computed = 0
         self._close()
 
     def _close(self) -> None:
@@ -180,7 +179,7 @@ class BackwardTracker:
             return
         self.done = True
         self._close()
-        if self.skipped and all(item is None for item in self.in_items):
+        if self.skipped and not self.computed:
             # the pass computes none of its inputs' gradients (autograd.grad, backward(inputs=...) past it): no
             # record, as the reference's full backward hook never fires then
             if self.began:
@@ -291,10 +290,10 @@ class NodeHook:
 
 def _open(bw_open: List[BackwardTracker], tr: BackwardTracker) -> None:
     """`tr`'s backward begins: it goes in the list of open module backwards (innermost last) below those of the
-    modules inside it already open. Those began first where the modules end on one autograd node (an inner
-    module's output is the outer's own: Megatron's ParallelMLP returns its RowParallelLinear's), whose hooks run in
-    the order the forward ended: the inner module first. On top, the outer one took the calls of the inner's
-    backward (a custom Function's collective) as its own."""
+    modules inside it already open. Where the modules end on one autograd node (an inner module's output is the
+    outer's own: Megatron's ParallelMLP returns its RowParallelLinear's), _cgrad's hooks run the outer first, but
+    Python's (no extension, torch.compile) run in the order the forward ended: the inner module first. On top, the
+    outer one took the calls of the inner's backward (a custom Function's collective) as its own."""
     pos = len(bw_open)
     if pos and bw_open[-1].parent is not None and bw_open[-1].parent != tr.parent:
         parents = {t.name: t.parent for t in bw_open}

@@ -9,6 +9,7 @@ the step's first such output to its end (Session.end_step), so a step without on
 are.
 """
 import functools
+import itertools
 from typing import Any, Callable, Dict, Optional
 
 import torch
@@ -16,9 +17,11 @@ import torch
 __all__ = ["install", "uninstall"]
 
 try:
-    from tbprobe.collector._cgrad import clear_watches, discover, watching
+    from tbprobe.collector._cgrad import clear_watches, discover, drop_seeds, watching
 except ImportError:   # (without the extension no output is watched: module_hooks' views are used instead)
-    clear_watches = discover = watching = None
+    clear_watches = discover = drop_seeds = watching = None
+
+_tokens = itertools.count(1)   # one per wrapped call: the root gradients it gave the watches (_discover)
 
 _ORIGINALS: Dict[str, Callable] = {}   # name -> torch's function, while the wrappers are installed
 _MADE: Dict[tuple, Callable] = {}       # (name, torch's function) -> its wrapper, made once
@@ -55,16 +58,23 @@ def uninstall() -> None:
 def _wrap(orig: Callable, roots_kw: str, grads_at: int, grads_kw: str) -> Callable:
     @functools.wraps(orig)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _discover(args[0] if args else kwargs.get(roots_kw),
-                  args[grads_at] if len(args) > grads_at else kwargs.get(grads_kw))
-        return orig(*args, **kwargs)
+        token = next(_tokens)
+        seeded = _discover(args[0] if args else kwargs.get(roots_kw),
+                           args[grads_at] if len(args) > grads_at else kwargs.get(grads_kw),
+                           token, kwargs.get("is_grads_batched", False))
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            if seeded:
+                _drop(token)
 
     return wrapper
 
 
-def _discover(roots: Any, grads: Any) -> None:
+def _discover(roots: Any, grads: Any, token: int, batched: bool) -> bool:
     """Before a pass from `roots` with gradients `grads` (as torch takes them: one, a sequence, or None): the
-    roots' gradients go to the watched outputs among the roots (a root's gradient comes from no consumer)."""
+    roots' gradients go to the watched outputs among the roots (a root's gradient comes from no consumer), unless
+    they are batched (`is_grads_batched`: one gradient per row of their first dimension). Whether it ran."""
     try:
         if watching():
             roots = list(roots) if isinstance(roots, (list, tuple)) else [roots]
@@ -72,7 +82,19 @@ def _discover(roots: Any, grads: Any) -> None:
                 grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
                 if len(grads) != len(roots):
                     grads = None   # (torch refuses the call itself)
-            discover(roots, grads)
+            if batched:
+                grads = [False] * len(roots)   # (no seed: neither a tensor nor None)
+            discover(roots, grads, token)
+            return True
+    except Exception as exc:
+        if _report is not None:
+            _report("watched outputs", exc)
+    return False
+
+
+def _drop(token: int) -> None:
+    try:
+        drop_seeds(token)
     except Exception as exc:
         if _report is not None:
             _report("watched outputs", exc)

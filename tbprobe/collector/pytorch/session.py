@@ -309,9 +309,9 @@ class Session:
             counts, used = (0,) * len(ins), ()
         else:
             counts, used = hook_consumers(start, outputs, on_share, owner)
-        # (no node of the call's sends an input a gradient: what the call returns is what came, as an identity
-        # module's; its record has no parameter gradients to wait for)
-        tr.own_nodes = any(n > 0 for n in counts)
+        # (no node of the call's sends an input a gradient, and it returns an input as it came: an identity
+        # module, whose record has no parameter gradients to wait for)
+        tr.own_nodes = any(n > 0 for n in counts) or not any(o is t for t in ins for o in outputs)
         for i, n in enumerate(counts):
             if n > 0:
                 continue
@@ -442,8 +442,10 @@ class Session:
 def _shares_to(tr: BackwardTracker, listeners: Dict[int, List[NodeTracker]], i: int,
                grad: Optional[torch.Tensor]) -> None:
     tr.on_in(i, grad)
+    if grad is NOT_COMPUTED:   # (no record for them either, as for the module)
+        return
     for node_tr in listeners.get(i, ()):
-        node_tr.on_share(None if grad is NOT_COMPUTED else grad)
+        node_tr.on_share(grad)
 
 
 def _hook_gradient(t: torch.Tensor, i: int, on_node, on_grad) -> None:

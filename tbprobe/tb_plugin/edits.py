@@ -220,13 +220,13 @@ class Edits:
         return {"backup": os.path.basename(backup), "nodes_updated": len(node_rows), "legend": bool(legend)}
 
 
-_APPLY_LOCKS: Dict[str, threading.Lock] = {}
-_APPLY_LOCKS_LOCK = threading.Lock()
+# Applies of one file run one at a time: a file takes the lock of its stripe (its real path's hash), a fixed set
+# (one lock per path ever applied grew without bound); two files sharing a stripe only wait for each other.
+_APPLY_LOCKS = tuple(threading.Lock() for _ in range(64))
 
 
 def _apply_lock(path: str) -> threading.Lock:
-    with _APPLY_LOCKS_LOCK:
-        return _APPLY_LOCKS.setdefault(os.path.realpath(path), threading.Lock())
+    return _APPLY_LOCKS[hash(os.path.realpath(path)) % len(_APPLY_LOCKS)]
 
 
 def _drop_side_files(path: str) -> None:

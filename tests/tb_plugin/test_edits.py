@@ -301,3 +301,20 @@ def test_json_bodies_and_query_flags_take_the_documented_types_only(api, logdir)
         status, reply = api.post("/api/legend", dict(run=run, file=file, node_colors=colors))
         assert status == 400 and reply["error"] == f"colour #C7C7C7: {key} must be text, got {json.dumps(bad)}"
     assert not os.path.exists(logdir / run / (file + ".legend.json"))
+
+
+def test_the_apply_locks_stay_bounded_one_file_keeping_its_lock(tmp_path):
+    """One lock per path ever applied grew without bound in a long-lived TensorBoard; a file's applies still share
+    one lock, whichever spelling of its path they come by."""
+    import threading
+
+    from tbprobe.tb_plugin import edits
+
+    paths = [str(tmp_path / f"f{i}.vis.db") for i in range(2000)]
+    locks = {id(edits._apply_lock(p)) for p in paths}
+    assert len(locks) <= 64
+    os.symlink(paths[0], tmp_path / "link.vis.db")
+    one = edits._apply_lock(paths[0])
+    assert edits._apply_lock(str(tmp_path / "." / "f0.vis.db")) is one
+    assert edits._apply_lock(str(tmp_path / "link.vis.db")) is one
+    assert isinstance(one, type(threading.Lock()))

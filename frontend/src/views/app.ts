@@ -16,22 +16,16 @@ import { GraphView } from "./graphView";
 import { OverflowView } from "./overflowView";
 import { CSS } from "./style";
 import { installHooks } from "./hooks";
+import { LivePoller, mergeLiveMeta, type PollResult } from "./live";
 import { followDarkMode } from "./theme";
 
 const TABS: Tab[] = ["graph", "compare", "overflow", "monitor"];
-
-/** How often the steps of a live graph (one the collector is writing) are read again while the page is shown. */
-export const LIVE_POLL_MS = 3000;
 
 /** The step to show of a file: the one asked for when it has it (`keep`), else a live file's newest, else the first. */
 export function pickStep(meta: Pick<Meta, "steps" | "live">, step: number, keep: boolean): number {
   const steps = meta.steps.length ? meta.steps : [0];
   if (keep && steps.includes(step)) return step;
   return meta.live ? steps[steps.length - 1] : steps[0];
-}
-
-function sameList(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
 function parentWindow(): Window | null {
@@ -74,8 +68,8 @@ export class App {
   private noticeText: HTMLElement;
   /** the link (or reload) named a step: a live file keeps it rather than opening on its newest */
   private stepFromLink: boolean;
-  private liveTimer: ReturnType<typeof setInterval> | null = null;
-  private livePolling = false;
+  /** reads a live file's meta again: every 3 s while it changes, every 30 s after a minute without a change */
+  private live = new LivePoller(() => this.pollLive());
   private urlTimer: ReturnType<typeof setTimeout> | null = null;
   private metaPrefetch: { run: string; file: string; meta: Promise<Meta> } | null = null;
 
@@ -384,53 +378,45 @@ export class App {
   }
 
   private startLive(): void {
-    this.stopLive();
-    this.liveTimer = setInterval(() => void this.pollLive(), LIVE_POLL_MS);
+    this.live.start();
   }
 
   private stopLive(): void {
-    if (this.liveTimer) clearInterval(this.liveTimer);
-    this.liveTimer = null;
+    this.live.stop();
   }
 
   /**
-   * A live file's steps, read again (the collector adds steps while training runs and drops old ones): the
-   * selectors follow, and a step that was dropped while shown gives way to the newest, with a notice saying why.
-   * Only while the page is shown and idle; one meta request (the server answers it from its cache when the file
-   * did not change).
+   * A live file's meta, read again (the collector adds steps while training runs and drops old ones, a rank or
+   * the Bench side may come later): the selectors follow, the panes too when the sides changed, and a step that
+   * was dropped while shown gives way to the newest, with a notice saying why. Only while the page is shown and
+   * idle; one meta request (the server answers it from its cache when the file did not change). A file no longer
+   * live is not read again; one unchanged for a minute is read every 30 s (LivePoller).
    */
-  private async pollLive(): Promise<void> {
+  private async pollLive(): Promise<PollResult> {
     const cur = this.meta;
-    if (!cur?.live || this.livePolling || this.busyCount > 0 || document.visibilityState !== "visible") return;
-    if (!this.root.isConnected) {
-      this.stopLive(); // (a rebuilt page in another language replaced this one)
-      return;
-    }
+    if (!cur?.live) return "stop";
+    if (!this.root.isConnected) return "stop"; // (a rebuilt page in another language replaced this one)
+    if (this.busyCount > 0 || document.visibilityState !== "visible") return "same";
     const { run, file } = this.store.state;
-    this.livePolling = true;
-    try {
-      const m = await this.api.meta({ run, file });
-      const s = this.store.state;
-      if (this.meta !== cur || s.run !== run || s.file !== file) return;
-      if (sameList(m.steps, cur.steps) && sameList(m.ranks, cur.ranks) && m.micro_steps === cur.micro_steps) return;
-      this.meta = { ...cur, steps: m.steps, ranks: m.ranks, micro_steps: m.micro_steps };
-      const patch: Partial<ViewState> = {};
-      const step = pickStep(m, s.step, true);
-      if (step !== s.step) {
-        patch.step = step;
-        this.showNotice(t("liveStepDropped").replace("{old}", String(s.step)).replace("{new}", String(step)));
-      }
-      const ranks = m.ranks.length ? m.ranks : [0];
-      if (!ranks.includes(s.rank)) patch.rank = ranks[0];
-      if (s.microStep >= m.micro_steps) patch.microStep = -1;
-      this.store.set(patch);
-      this.fillSelectors(this.meta);
-      if (Object.keys(patch).length) await this.reloadViews();
-    } catch {
-      /* the next poll tries again (the file may be between two writes) */
-    } finally {
-      this.livePolling = false;
+    const m = await this.api.meta({ run, file });
+    const s = this.store.state;
+    if (this.meta !== cur || s.run !== run || s.file !== file) return "same";
+    const { meta, changed, sidesChanged } = mergeLiveMeta(cur, m);
+    if (!changed) return "same";
+    this.meta = meta;
+    const patch: Partial<ViewState> = {};
+    const step = pickStep(meta, s.step, true);
+    if (step !== s.step) {
+      patch.step = step;
+      this.showNotice(t("liveStepDropped").replace("{old}", String(s.step)).replace("{new}", String(step)));
     }
+    const ranks = meta.ranks.length ? meta.ranks : [0];
+    if (!ranks.includes(s.rank)) patch.rank = ranks[0];
+    if (s.microStep >= meta.micro_steps) patch.microStep = -1;
+    this.store.set(patch);
+    this.fillSelectors(meta);
+    if (sidesChanged || Object.keys(patch).length) await this.reloadViews();
+    return meta.live ? "changed" : "stop";
   }
 
   private fillSelectors(meta: Meta): void {

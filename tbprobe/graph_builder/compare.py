@@ -286,22 +286,36 @@ def failing_inputs(debug_name: str, debug_entry: Optional[dict], bench_name: str
                    mode: str) -> List[Tuple[str, dict]]:
     """(slot, debug item) of each input that no longer passes, by compare_entries' test of inputs_ok (parameters
     aside; no cosine, which needs the tensors); the slot as dataflow.json names it ("1", "0.2", a keyword)."""
+    return [(key.split(".", 1)[-1], d)   # ("input.1.0" -> "1.0")
+            for key, d in _failing_items(debug_name, debug_entry, bench_name, bench_entry, mode, False)]
+
+
+def failing_outputs(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
+                    mode: str) -> List[Tuple[str, dict]]:
+    """(key after the node name, "output.0", debug item) of each output that no longer passes by the same test
+    as failing_inputs' (its own item checks, a NormRelativeErr at 10 %: an output carried in fails too)."""
+    return _failing_items(debug_name, debug_entry, bench_name, bench_entry, mode, True)
+
+
+def _failing_items(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
+                   mode: str, outputs: bool) -> List[Tuple[str, dict]]:
     if not debug_entry or not bench_entry:
         return []
-    d_in, _ = flatten_entry(debug_name, debug_entry)
-    b_in, _ = flatten_entry(bench_name, bench_entry)
+    side = 1 if outputs else 0
+    d_items = flatten_entry(debug_name, debug_entry)[side]
+    b_items = flatten_entry(bench_name, bench_entry)[side]
     cut_d, cut_b = len(debug_name) + 1, len(bench_name) + 1
-    b_map = {k[cut_b:]: v for k, v in b_in}
+    b_map = {k[cut_b:]: v for k, v in b_items}
     out = []
-    for key, d in d_in:
+    for key, d in d_items:
         b = b_map.get(key[cut_d:])
         if d is None or b is None or ".parameters." in key:
             continue
-        it = _Item(key, False, d, b, "")
+        it = _Item(key, outputs, d, b, "")
         it.fields = _fields_for(it, mode, None)
         _item_checks(it, mode)
         if _input_fails(it):
-            out.append((key[cut_d:].split(".", 1)[-1], d))   # ("input.1.0" -> "1.0")
+            out.append((key[cut_d:], d))
     return out
 
 

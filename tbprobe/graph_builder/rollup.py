@@ -57,7 +57,7 @@ def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]
 
     ordered = _leaves_in_exec_order(graph)
     diverging = [n for n in ordered if diverges(n)]
-    earlier = _EarlierOutputs(ordered)
+    earlier = _EarlierOutputs(ordered, mode or graph.task)
     for node in diverging:
         if node.inputs_ok or _nothing_carried_in(graph, node, mode or graph.task, earlier):
             return node
@@ -75,11 +75,22 @@ def _stat(v) -> Optional[float]:
 
 
 def _bounds_key(item: dict) -> Optional[tuple]:
-    """A tensor's Max and Min (NaN as one value): a view, a transpose or a reshape keeps both exactly."""
+    """A tensor's element count, dtype, Max and Min (NaN as one value): a view, a transpose or a reshape keeps
+    all four exactly. None where the statistics say nothing of which tensor it is: Max equal to Min (all zeros,
+    all ones, all NaN: a zeros buffer, a mask or a bias of the same count would pass for it) or no statistics."""
     mx, mn = _stat(item.get("Max")), _stat(item.get("Min"))
-    if mx is None or mn is None:
+    shape = item.get("shape")
+    if mx is None or mn is None or not isinstance(shape, list):
         return None
-    return ("nan" if mx != mx else mx, "nan" if mn != mn else mn)
+    numel = 1
+    for dim in shape:
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            return None
+        numel *= dim
+    key_mx, key_mn = ("nan" if mx != mx else mx), ("nan" if mn != mn else mn)
+    if key_mx == key_mn:
+        return None
+    return (numel, item.get("dtype"), key_mx, key_mn)
 
 
 def _close(a: Optional[float], b: Optional[float]) -> bool:
@@ -93,12 +104,28 @@ def _close(a: Optional[float], b: Optional[float]) -> bool:
 class _EarlierOutputs:
     """The statistics of the recorded outputs, read in execution order as far as asked (the first divergence's
     candidates come in that order: each entry is decoded once at most). An item "is" an earlier output when its
-    Max and Min are that output's and its Mean and Norm agree to 1e-4 (a reshape sums in another order)."""
+    element count, dtype, Max and Min are that output's, its Mean and Norm agree to 1e-4 (a reshape sums in
+    another order) and that output no longer passes itself (a view of a passing output carries no difference
+    in). Max equal to Min is no evidence (_bounds_key)."""
 
-    def __init__(self, ordered: List[Node]):
+    def __init__(self, ordered: List[Node], mode: str):
         self._ordered = ordered
+        self._mode = mode
         self._next = 0
-        self._seen: Dict[tuple, List[Tuple[Optional[float], Optional[float]]]] = {}
+        self._seen: Dict[tuple, List[Tuple[Optional[float], Optional[float], Node, str]]] = {}
+        self._failing: Dict[str, set] = {}   # node name -> its output keys that no longer pass
+
+    def _fails(self, node: Node, key: str) -> bool:
+        failing = self._failing.get(node.name)
+        if failing is None:
+            from tbprobe.graph_builder.compare import failing_outputs
+
+            bench = node.match
+            failing = set() if bench is None else {k for k, _ in failing_outputs(
+                node.name, node.entry if node.has_entry else None, bench.name,
+                bench.entry if bench.has_entry else None, self._mode)}
+            self._failing[node.name] = failing
+        return key in failing
 
     def holds(self, item: dict, before: int) -> bool:
         key = _bounds_key(item)
@@ -110,13 +137,16 @@ class _EarlierOutputs:
             node = self._ordered[self._next]
             self._next += 1
             entry = node.entry if node.has_entry else None
-            if entry:
-                for _k, out in flatten_entry(node.name, entry)[1]:
-                    k = _bounds_key(out) if is_tensor_item(out) else None
-                    if k is not None:
-                        self._seen.setdefault(k, []).append((_stat(out.get("Mean")), _stat(out.get("Norm"))))
+            if entry and node.match is not None:
+                cut = len(node.name) + 1
+                for k, out in flatten_entry(node.name, entry)[1]:
+                    ok = _bounds_key(out) if is_tensor_item(out) else None
+                    if ok is not None:
+                        self._seen.setdefault(ok, []).append(
+                            (_stat(out.get("Mean")), _stat(out.get("Norm")), node, k[cut:]))
         mean, norm = _stat(item.get("Mean")), _stat(item.get("Norm"))
-        return any(_close(mean, m) and _close(norm, n) for m, n in self._seen.get(key, ()))
+        return any(_close(mean, m) and _close(norm, n) and self._fails(node, k)
+                   for m, n, node, k in self._seen.get(key, ()))
 
 
 def _nothing_carried_in(graph: Graph, node: Node, mode: str, earlier: Optional[_EarlierOutputs] = None) -> bool:

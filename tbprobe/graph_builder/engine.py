@@ -63,7 +63,9 @@ class RankSummary:
     rows: int = 0
     temp_db: Optional[str] = None
     levels: Tuple[str, str] = ("", "")   # (debug's, bench's): the summary notes a difference
-    unused_rules: Tuple[str, ...] = ()   # the layer mapping's renames no node name of this pair holds
+    # the layer mapping's warnings for this pair (renames no node name holds, classes no module has); None: not
+    # looked at (no bench or no mapping)
+    unused_rules: Optional[Tuple[str, ...]] = None
 
 
 class Sink(Protocol):
@@ -441,7 +443,7 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
     if findings:
         sink.add_findings(findings)
     summary_levels = (debug.level, bench.level if bench is not None else debug.level)
-    unused: Tuple[str, ...] = ()
+    unused: Optional[Tuple[str, ...]] = None
     if bench is not None and opts.layer_map:
         from tbprobe.graph_builder.match import unused_mapping_rules
 

@@ -211,29 +211,41 @@ def _mapped_name(name: str, layer_map: Mapping[str, Mapping[str, str]]) -> str:
     return ".".join(renames.get(p, p) for p in parts)
 
 
-def mapping_rules(layer_map: Mapping) -> List[Tuple[str, str]]:
-    """(label, attribute) of each rename in a layer mapping: `Class: bench_attr -> debug_attr`, or
-    `bench_attr -> debug_attr` for a flat one; the attribute is the name part it renames."""
-    out = []
+def mapping_rules(layer_map: Mapping) -> List[Tuple[str, str, Optional[str]]]:
+    """(label, attribute, class) of each rename in a layer mapping: `Class: bench_attr -> debug_attr`, or
+    `bench_attr -> debug_attr` for a flat one (class None); the attribute is the name part it renames."""
+    out: List[Tuple[str, str, Optional[str]]] = []
     for key, value in layer_map.items():
         if isinstance(value, Mapping):
-            out += [(f"{key}: {a} -> {b}", str(a)) for a, b in value.items()]
+            out += [(f"{key}: {a} -> {b}", str(a), str(key)) for a, b in value.items()]
         else:
-            out.append((f"{key} -> {value}", str(key)))
+            out.append((f"{key} -> {value}", str(key), None))
     return out
 
 
 def unused_mapping_rules(layer_map: Optional[Mapping], *graphs: Graph) -> List[str]:
-    """Labels of the layer mapping's renames whose attribute is a part of no node name in the graphs: a rule
-    that can match nothing (a typo, a class path that is not there)."""
+    """The warnings of a layer mapping's parts that can match nothing in the graphs (a typo, a path or a class
+    that is not there): one per rename whose attribute is a part of no node name, one per class key that is the
+    class of no module (`Module.<path>.<Class>.forward.<n>`). tbprobe applies a rename under any class, so a
+    wrong class changes nothing here, but it is a typo all the same (msprobe's rule matches nothing then)."""
     rules = mapping_rules(layer_map or {})
     if not rules:
         return []
     parts = set()
+    classes = set()
     for graph in graphs:
         for name in graph.nodes:
             parts.update(name.split("."))
-    return [label for label, attr in rules if attr not in parts]
+            if name.startswith(("Module.", "Cell.")):
+                m = _MODULE.match(name)
+                if m:
+                    classes.add(m.group(1).rsplit(".", 1)[-1])
+    out = [f"layer mapping rule {label!r} matched no node (no module or API name holds its attribute)"
+           for label, attr, _cls in rules if attr not in parts]
+    for cls in sorted({cls for _label, _attr, cls in rules if cls is not None and cls not in classes}):
+        out.append(f"layer mapping class {cls!r} is the class of no module (no module name holds it; tbprobe "
+                   "applies its renames under any class all the same)")
+    return out
 
 
 def _match_mapped(d: Node, b: Node, layer_map: Mapping[str, Mapping[str, str]]) -> None:

@@ -231,15 +231,19 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     levels = sorted({r.levels for r in results if r.levels[0] and r.levels[1] and r.levels[0] != r.levels[1]})
     notes += [f"debug dumped at level {d}, bench at {b}: only the nodes both levels record can match "
               f"({'modules' if 'L0' in (d, b) else 'operators'}); the others are unmatched" for d, b in levels]
-    if bench and layer_mapping and results:
-        # (a rule no rank pair's names hold: a typo, or a class path that is not there; it was silent, the run
-        # looking just like an unmapped one)
-        unused = set.intersection(*(set(r.unused_rules) for r in results))
-        notes += [f"layer mapping rule {label!r} matched no node (no module or API name holds its attribute)"
-                  for label in sorted(unused)]
+    if bench and layer_mapping:
+        notes += unused_rule_notes(results)
     if notes:
         summary["notes"] = notes
     return GraphResult(final, graph_type, mode, summary)
+
+
+def unused_rule_notes(results: List[RankSummary]) -> List[str]:
+    """The layer mapping's warnings that hold for every rank pair that looked at the mapping (a rule no pair's
+    names hold: a typo, or a class path that is not there; it was silent, the run looking just like an unmapped
+    one). A pair that did not look (unused_rules None) has no say: it made the intersection empty."""
+    looked = [set(r.unused_rules) for r in results if r.unused_rules is not None]
+    return sorted(set.intersection(*looked)) if looked else []
 
 
 def _input_notes(side: str, root: str, dirs: List[RankDir]) -> List[str]:

@@ -160,9 +160,8 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
         if isinstance(exc, OSError):
             raise TbprobeError(f"{path}: cannot write the table ({exc.strerror})") from None
         raise
-    for label in sorted(unused or ()):
-        print(f"warning: layer mapping rule {label!r} matched no node (no module or API name holds its "
-              "attribute)", file=sys.stderr)
+    for text in sorted(unused or ()):
+        print(f"warning: {text}", file=sys.stderr)
     return path, len(all_rows)
 
 

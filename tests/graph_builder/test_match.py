@@ -86,15 +86,21 @@ def test_layer_mapping_renames(tmp_path):
     assert _unmatched(result.path) == set()
 
 
+def _layer_ranks(tmp_path):
+    """A decoder layer (class Layer) holding its norm, named input_norm on the debug side."""
+    layer = "Module.layers.0.Layer.forward.0"
+    for side, attr in (("d", "input_norm"), ("b", "input_layernorm")):
+        norm = f"Module.layers.0.{attr}.RMSNorm.forward.0"
+        synth.simple_rank(tmp_path / side, {norm: synth.api_entry(), layer: synth.api_entry()},
+                          {norm: layer, layer: None})
+
+
 def test_a_layer_mapping_rule_that_matches_nothing_is_named_in_a_warning(tmp_path, capsys):
     """A rule whose attribute no node name holds (a typo: input_layernormX) was accepted without a word, the run
     looking like an unmapped one. Both commands name each such rule; the rule that applies is not named."""
     from tbprobe.cli import main
 
-    parent_d = "Module.layers.0.input_norm.RMSNorm.forward.0"
-    parent_b = "Module.layers.0.input_layernorm.RMSNorm.forward.0"
-    synth.simple_rank(tmp_path / "d", {parent_d: synth.api_entry()}, {parent_d: None})
-    synth.simple_rank(tmp_path / "b", {parent_b: synth.api_entry()}, {parent_b: None})
+    _layer_ranks(tmp_path)
     (tmp_path / "m.yaml").write_text("Layer:\n  input_layernormX: input_norm\n  layers: layers\n")
     assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o"),
                  "-lm", str(tmp_path / "m.yaml"), "-q", "--no-align"]) == 0
@@ -111,6 +117,42 @@ def test_a_layer_mapping_rule_that_matches_nothing_is_named_in_a_warning(tmp_pat
     assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o2"),
                  "-lm", str(tmp_path / "ok.yaml"), "-q"]) == 0
     assert "layer mapping rule" not in capsys.readouterr().out
+
+
+def test_a_layer_mapping_class_that_no_module_has_is_named_in_a_warning(tmp_path, capsys):
+    """The warning looked at a rule's attribute alone: a typo in its class (Layr for Layer) was never named.
+    tbprobe applies the rename under any class, so the nodes still match; the class is named all the same."""
+    from tbprobe.cli import main
+
+    _layer_ranks(tmp_path)
+    (tmp_path / "m.yaml").write_text("Layr:\n  input_layernorm: input_norm\n")
+    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o"),
+                 "-lm", str(tmp_path / "m.yaml"), "-q", "--no-align"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: layer mapping class 'Layr' is the class of no module" in out, out
+    assert "matched no node" not in out   # (its attribute is there)
+    assert main(["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "t"),
+                 "-lm", str(tmp_path / "m.yaml")]) == 0
+    assert "warning: layer mapping class 'Layr' is the class of no module" in capsys.readouterr().err
+    (tmp_path / "ok.yaml").write_text("Layer:\n  input_layernorm: input_norm\n")
+    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o2"),
+                 "-lm", str(tmp_path / "ok.yaml"), "-q", "--no-align"]) == 0
+    assert "layer mapping" not in capsys.readouterr().out
+
+
+def test_a_rank_pair_that_did_not_look_at_the_mapping_does_not_hide_its_warnings():
+    """The warnings are those every rank pair has: a pair whose summary holds none computed (the default) made
+    the intersection empty, and no rule was named for any rank."""
+    from tbprobe.graph_builder.engine import RankSummary
+    from tbprobe.graph_builder.run import unused_rule_notes
+
+    warned = RankSummary(0, 0, "statistics", 1, unused_rules=("rule a", "rule b"))
+    also = RankSummary(0, 1, "statistics", 1, unused_rules=("rule b",))
+    not_looked = RankSummary(0, 2, "statistics", 1)
+    assert unused_rule_notes([warned, not_looked]) == ["rule a", "rule b"]
+    assert unused_rule_notes([warned, not_looked, also]) == ["rule b"]
+    assert unused_rule_notes([not_looked]) == []
+    assert unused_rule_notes([warned, RankSummary(0, 3, "statistics", 1, unused_rules=())]) == []
 
 
 def test_manual_matches_override(tmp_path):

@@ -114,6 +114,8 @@ def test_a_live_graph_follows_the_collector_without_a_reload(browser, live_setup
         assert "DefaultModel" in p.visible("NPU") and p.testid("error-banner").is_hidden()
         assert p.frame.evaluate("() => window.__sameDocument") is True   # (no reload)
         p.shot("live_step_dropped_en")
+        p.choose_file("b_good", "compare_good.vis.db")   # (the notice was about the live file: it goes with it)
+        assert p.testid("notice").is_hidden()
     finally:
         context.close()
 

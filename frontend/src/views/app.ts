@@ -338,6 +338,7 @@ export class App {
   async openFile(run: string, file: string, fresh: boolean, quiet = false): Promise<unknown> {
     this.busyCount++;
     this.stopLive();
+    if (fresh) this.notice.hidden = true;   // (a notice is about the file it came with)
     try {
       const idx = this.files.findIndex((f) => f.run === run && f.file.file === file);
       if (idx >= 0) this.fileSelect.value = String(idx);

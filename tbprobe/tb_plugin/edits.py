@@ -233,18 +233,8 @@ def _drop_side_files(path: str) -> None:
     """Leave no -wal / -shm beside the written database: where a reader opened the file while it was written
     (and so kept them), fold the log in again from a connection that is then the last one, whose close removes
     both. Nothing is done while another program holds the database (its own close removes them)."""
-    if not (os.path.exists(path + "-wal") or os.path.exists(path + "-shm")):
-        return
-    try:
-        conn = sqlite3.connect(path, timeout=2)
-    except sqlite3.Error:
-        return
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except sqlite3.Error:
-        pass
-    finally:
-        conn.close()
+    if os.path.exists(path + "-wal") or os.path.exists(path + "-shm"):
+        _log_folded_in(path)
 
 
 def _log_folded_in(path: str) -> bool:

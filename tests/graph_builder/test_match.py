@@ -95,49 +95,48 @@ def _layer_ranks(tmp_path):
                           {norm: layer, layer: None})
 
 
+def _mapping_output(tmp_path, capsys, command: str, mapping: str, out: str) -> str:
+    """What `tbprobe <command>` (graph or compare) on _layer_ranks' dumps with the layer mapping `mapping` (YAML
+    text) writes where its warnings go: graph's summary on stdout, compare's on stderr."""
+    from tbprobe.cli import main
+
+    path = tmp_path / f"{out}.yaml"
+    path.write_text(mapping)
+    args = [command, "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / out),
+            "-lm", str(path)]
+    assert main(args + (["-q", "--no-align"] if command == "graph" else [])) == 0
+    captured = capsys.readouterr()
+    return captured.out if command == "graph" else captured.err
+
+
 def test_a_layer_mapping_rule_that_matches_nothing_is_named_in_a_warning(tmp_path, capsys):
     """A rule whose attribute no node name holds (a typo: input_layernormX) was accepted without a word, the run
     looking like an unmapped one. Both commands name each such rule; the rule that applies is not named."""
-    from tbprobe.cli import main
-
     _layer_ranks(tmp_path)
-    (tmp_path / "m.yaml").write_text("Layer:\n  input_layernormX: input_norm\n  layers: layers\n")
-    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o"),
-                 "-lm", str(tmp_path / "m.yaml"), "-q", "--no-align"]) == 0
-    out = capsys.readouterr().out
+    typo = "Layer:\n  input_layernormX: input_norm\n  layers: layers\n"
+    out = _mapping_output(tmp_path, capsys, "graph", typo, "o")
     assert "warning: layer mapping rule 'Layer: input_layernormX -> input_norm' matched no node" in out, out
     assert "'Layer: layers -> layers'" not in out
-    assert main(["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "t"),
-                 "-lm", str(tmp_path / "m.yaml")]) == 0
-    err = capsys.readouterr().err
+    err = _mapping_output(tmp_path, capsys, "compare", typo, "t")
     assert "layer mapping rule 'Layer: input_layernormX -> input_norm' matched no node" in err, err
     assert "layers -> layers" not in err
     # the right rule: no warning
-    (tmp_path / "ok.yaml").write_text("Layer:\n  input_layernorm: input_norm\n")
-    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o2"),
-                 "-lm", str(tmp_path / "ok.yaml"), "-q"]) == 0
-    assert "layer mapping rule" not in capsys.readouterr().out
+    assert "layer mapping rule" not in _mapping_output(tmp_path, capsys, "graph",
+                                                       "Layer:\n  input_layernorm: input_norm\n", "o2")
 
 
 def test_a_layer_mapping_class_that_no_module_has_is_named_in_a_warning(tmp_path, capsys):
     """The warning looked at a rule's attribute alone: a typo in its class (Layr for Layer) was never named.
     tbprobe applies the rename under any class, so the nodes still match; the class is named all the same."""
-    from tbprobe.cli import main
-
     _layer_ranks(tmp_path)
-    (tmp_path / "m.yaml").write_text("Layr:\n  input_layernorm: input_norm\n")
-    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o"),
-                 "-lm", str(tmp_path / "m.yaml"), "-q", "--no-align"]) == 0
-    out = capsys.readouterr().out
+    typo = "Layr:\n  input_layernorm: input_norm\n"
+    out = _mapping_output(tmp_path, capsys, "graph", typo, "o")
     assert "warning: layer mapping class 'Layr' is the class of no module" in out, out
     assert "matched no node" not in out   # (its attribute is there)
-    assert main(["compare", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "t"),
-                 "-lm", str(tmp_path / "m.yaml")]) == 0
-    assert "warning: layer mapping class 'Layr' is the class of no module" in capsys.readouterr().err
-    (tmp_path / "ok.yaml").write_text("Layer:\n  input_layernorm: input_norm\n")
-    assert main(["graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b"), "-o", str(tmp_path / "o2"),
-                 "-lm", str(tmp_path / "ok.yaml"), "-q", "--no-align"]) == 0
-    assert "layer mapping" not in capsys.readouterr().out
+    assert ("warning: layer mapping class 'Layr' is the class of no module"
+            in _mapping_output(tmp_path, capsys, "compare", typo, "t"))
+    assert "layer mapping" not in _mapping_output(tmp_path, capsys, "graph",
+                                                  "Layer:\n  input_layernorm: input_norm\n", "o2")
 
 
 def test_a_rank_pair_that_did_not_look_at_the_mapping_does_not_hide_its_warnings():

@@ -7,6 +7,14 @@ from tests.graph_builder import golden, synth
 T = synth.tensor
 
 
+def _under(folder, data: dict, parent: str, flow=None):
+    """A rank folder of `data`, every record but `parent` inside it (construct.json), with the data flow `flow`
+    (dataflow.json's mapping) when given."""
+    construct = {k: parent for k in data if k != parent}
+    construct[parent] = None
+    return synth.simple_rank(folder, data, construct, extra={"dataflow.json": flow} if flow else None)
+
+
 def _chain(folder, scale_mid=1.0, flow=True):
     """x -> Torch.a -> Torch.b -> Torch.c inside Module.blk; the debug side perturbs b's output."""
     blk = "Module.blk.Blk.forward.0"
@@ -16,11 +24,8 @@ def _chain(folder, scale_mid=1.0, flow=True):
         "Torch.c.0.forward": synth.api_entry([T((4,), norm=2.0 * scale_mid)], [T((4,), norm=2.0 * scale_mid)]),
         blk: synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * scale_mid)]),
     }
-    construct = {k: blk for k in data if k != blk}
-    construct[blk] = None
-    extra = {"dataflow.json": {"Torch.b.0.forward": {"0": "Torch.a.0.forward"},
-                               "Torch.c.0.forward": {"0": "Torch.b.0.forward"}}} if flow else None
-    return synth.simple_rank(folder, data, construct, extra=extra)
+    return _under(folder, data, blk, {"Torch.b.0.forward": {"0": "Torch.a.0.forward"},
+                                      "Torch.c.0.forward": {"0": "Torch.b.0.forward"}} if flow else None)
 
 
 def test_first_divergence_rollup_and_edges(tmp_path):
@@ -183,9 +188,7 @@ def test_first_overflow_is_earliest_with_finite_inputs(tmp_path):
         "Torch.second.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
         blk: synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
     }
-    construct = {k: blk for k in data if k != blk}
-    construct[blk] = None
-    synth.simple_rank(tmp_path / "d", data, construct)
+    _under(tmp_path / "d", data, blk)
     result = run_graph(str(tmp_path / "d"), None, str(tmp_path / "o"), overflow_check=True, parallel=False,
                        progress=False)
     conn = golden.open_ro(result.path)
@@ -264,11 +267,9 @@ def _scaled_mlp(folder, factor, flow):
         mlp: synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=1.0 * factor, grad=True)]),
         "Functional.gelu.0.backward": {"input": [T((4,), norm=1.0)], "output": [T((4,), norm=1.0 * factor)]},
     }
-    construct = {k: mlp for k in data if k != mlp}
-    construct[mlp] = None
-    extra = {"dataflow.json": {"Tensor.__mul__.0.forward": {"0": "Functional.gelu.0.forward"},
-                               "Functional.linear.0.forward": {"0": "Tensor.__mul__.0.forward"}}} if flow else None
-    return synth.simple_rank(folder, data, construct, extra=extra)
+    return _under(folder, data, mlp, {"Tensor.__mul__.0.forward": {"0": "Functional.gelu.0.forward"},
+                                      "Functional.linear.0.forward": {"0": "Tensor.__mul__.0.forward"}}
+                  if flow else None)
 
 
 def test_a_differing_constant_argument_is_where_the_divergence_starts(tmp_path):

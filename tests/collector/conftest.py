@@ -30,6 +30,10 @@ def load_rank(rank_dir):
     return out
 
 
+def dump_of(tmp_path, step=0):
+    return load_rank(rank_dirs(str(tmp_path / "dump"), step)[0])
+
+
 def make_debugger(tmp_path, level="mix", steps=1, summary_mode="statistics", task="statistics", **block):
     from run_model import config
 

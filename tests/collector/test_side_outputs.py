@@ -1,0 +1,144 @@
+"""What a step writes beside its records and how: dataflow.json's links (a list argument's items too), the health
+events (max_abs counting finite values whose Norm overflowed), the live graph per rank with its data flow,
+stack.json's source lines, and the async_dump and precision keys."""
+import glob
+import json
+import math
+import os
+
+import pytest
+import torch
+from conftest import dump_of, load_rank, make_debugger, rank_dirs
+from run_model import train
+
+from tbprobe import PrecisionDebugger
+
+
+def test_dataflow_side_file_and_health_events(tmp_path):
+    dbg = make_debugger(tmp_path, level="L1", steps=2)
+    train(dbg, "mlp", 2)
+    dbg.close()
+    rank = rank_dirs(str(tmp_path / "dump"))[0]
+    with open(os.path.join(rank, "dataflow.json")) as f:
+        flow = json.load(f)
+    assert flow["Functional.relu.0.forward"] == {"0": "Functional.linear.0.forward"}
+    assert flow["Functional.linear.1.forward"]["0"] == "Functional.relu.0.forward"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events_dir,) = glob.glob(str(tmp_path / "dump_tb" / "events" / "*"))
+    acc = EventAccumulator(events_dir)
+    acc.Reload()
+    assert {"tbprobe/records", "tbprobe/nonfinite_tensors", "tbprobe/max_abs"} <= set(acc.Tags()["scalars"])
+    records = acc.Scalars("tbprobe/records")
+    assert [e.step for e in records] == [0, 1] and records[0].value == len(load_rank(rank)["dump"]["data"])
+
+
+def test_dataflow_links_the_tensors_of_a_list_argument(tmp_path):
+    """torch.cat([c, d]) had no dataflow entry: only top-level positional tensors were linked. Its slots are named
+    as its items are, `0.0` and `0.1`. (cat is a low-risk call, recorded with data at risk_level ALL.)"""
+    dbg = make_debugger(tmp_path, level="L1", risk_level="ALL")
+    dbg.start()
+    x = torch.randn(2, 3)
+    c = torch.exp(x)
+    d = torch.add(x, 1)
+    torch.cat([c, x, d], dim=1)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dataflow.json")) as f:
+        flow = json.load(f)
+    assert flow["Torch.cat.0.forward"] == {"0.0": "Torch.exp.0.forward", "0.2": "Torch.add.0.forward"}
+
+
+@pytest.mark.parametrize("size", [3, 100_000])     # (the host kernel's items; the batched device path's)
+def test_max_abs_counts_finite_values_whose_norm_overflowed(tmp_path, size):
+    """The health scalar max_abs left out a tensor whose values were finite but whose float32 Norm (or Mean)
+    overflowed: the values growing towards an overflow, which the scalar is there to show."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0, 1])
+    for big in (1e10, 1e30):
+        dbg.start()
+        x = torch.tensor([1.0, -2.0, 0.5]).repeat(size // 3)
+        (x * big).mean()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    (events_dir,) = glob.glob(str(tmp_path / "dump_tb" / "events" / "*"))
+    acc = EventAccumulator(events_dir)
+    acc.Reload()
+    got = [e.value for e in acc.Scalars("tbprobe/max_abs")]
+    out = load_rank(rank_dirs(str(tmp_path / "dump"), 1)[0])["dump"]["data"]["Tensor.__mul__.0.forward"]["output"][0]
+    assert math.isinf(out["Norm"]) and math.isfinite(out["Min"])
+    assert got == [pytest.approx(2e10), pytest.approx(2e30, rel=1e-6)]
+
+
+def test_live_build_graph_per_rank(tmp_path):
+    import sqlite3
+
+    dbg = make_debugger(tmp_path, level="mix", steps=2)
+    train(dbg, "mlp", 2)
+    dbg.close()
+    assert dbg.hook_errors == 0, dict(dbg.guard.counts)
+    (db,) = glob.glob(str(tmp_path / "dump_tb" / "build_proc*.vis.db"))
+    con = sqlite3.connect(db)
+    try:
+        graphs = sorted(con.execute("SELECT DISTINCT step FROM tb_nodes").fetchall())
+        names = {r[0] for r in con.execute("SELECT node_name FROM tb_nodes WHERE step=1")}
+        edges = set(con.execute("SELECT src, dst, dst_slot FROM tbprobe_edges WHERE graph_id LIKE 'NPU_1_%'"))
+    finally:
+        con.close()
+    assert graphs in ([(1,)], [(0,), (1,)])          # an older step may be skipped when the writer is behind
+    assert {"Module.fc1.Linear.forward.0", "Functional.linear.0.forward", "DefaultModel"} <= names
+    # its data flow too, as `tbprobe graph` writes it from the same dump (the live graph had no edges)
+    rank = rank_dirs(str(tmp_path / "dump"), 1)[0]
+    with open(os.path.join(rank, "dataflow.json")) as f:
+        flow = json.load(f)
+    assert edges and edges == {(p, c, slot) for c, slots in flow.items() for slot, p in slots.items()}
+
+
+def test_async_dump_and_precision_keys_take_effect(tmp_path):
+    import torch.nn as nn
+
+    for async_dump, precision in ((False, "low"), (True, "high")):
+        out = tmp_path / f"a{int(async_dump)}"
+        cfg = {"task": "statistics", "dump_path": str(out / "dump"), "level": "L0", "step": [0, 1],
+               "async_dump": async_dump, "precision": precision}
+        (tmp_path / "c.json").write_text(json.dumps(cfg))
+        dbg = PrecisionDebugger(config_path=str(tmp_path / "c.json"))
+        assert dbg.session.stats.low_precision is (precision == "low")
+        model = nn.Sequential(nn.Linear(3, 2))
+        dbg.start(model=model)
+        model(torch.randn(4, 3)).sum().backward()
+        dbg.stop()
+        dbg.step()
+        # async: a writer thread; synchronous: step() writes itself, the files complete on return, before close()
+        assert (dbg._writer._thread is not None) is async_dump
+        if not async_dump:
+            assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")
+        dbg.close()
+        assert os.path.exists(rank_dirs(str(out / "dump"), 0)[0] + "/dump.json")
+
+
+def test_stack_lines_name_the_calling_source_line(tmp_path):
+    """Stacks are keyed by bytecode offsets and turned into lines once; the lines must still be the source lines."""
+    import inspect
+
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    x = torch.ones(3, requires_grad=True)
+    dbg.start()
+    here = inspect.currentframe().f_lineno
+    y = torch.exp(x); z = torch.exp(y)  # noqa: E702  two calls on one line: one stack entry
+    w = torch.sin(z)
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    stacks = dump_of(tmp_path)["stack"]
+    by_name = {n: lines for names, lines in stacks.values() for n in names}
+    for name, line in (("Torch.exp.0.forward", here + 1), ("Torch.exp.1.forward", here + 1),
+                       ("Torch.sin.0.forward", here + 2)):
+        top = by_name[name][0]
+        assert top.startswith(f"File {__file__}, line {line}, in test_stack_lines_name_the_calling_source_line")
+    assert by_name["Torch.exp.0.forward"] is not None
+    same = [names for names, _ in stacks.values() if "Torch.exp.0.forward" in names][0]
+    assert "Torch.exp.1.forward" in same and w is not None

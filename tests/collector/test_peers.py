@@ -298,7 +298,7 @@ def test_tensor_task_saves_the_files_msprobe_saves_with_the_same_tensors(tmp_pat
             continue
         # msprobe's full backward hooks put a Function between each module and its inputs, which sums the module's
         # gradient contributions before they join the others: its run's gradients are re-summed in another order
-        # (docs/compatibility.md), where tbprobe's are the plain run's (test_harmless), and so is what follows
+        # (docs/compatibility.md), where tbprobe's are the plain run's (test_training_unchanged), and so is what follows
         # from them (the clipping's norms, the optimizer's step). The model's forward pass is equal bit for bit.
         assert not (name.startswith("Module.") and ".forward." in name), name
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-8), name

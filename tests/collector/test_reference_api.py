@@ -1,5 +1,5 @@
 """The reference's calls beyond start/stop/step (msprobe users switch by changing one import): custom APIs,
-module_dump, start's token_range, rank_id and scheduled_tokens, save's save_backward (test_levels_and_options.py)
+module_dump, start's token_range, rank_id and scheduled_tokens, save's save_backward (test_debug_save.py)
 and seed_all's is_enhanced. The expected names are the reference's; the peer test below checks them against
 msprobe's own dumps of the same calls."""
 import glob

@@ -270,7 +270,7 @@ class Session:
         tr.parent = parent.replace(".forward.", ".backward.") if parent and parent not in PSEUDO_PARENTS else None
         # The tracker keeps no autograd node (nor tensor): a node holds its hooks, the hooks hold the tracker, and
         # the cyclic GC cannot see the node's side of that loop; a kept node would keep every step's graph, saved
-        # activations included, alive (tests/collector/test_harmless.py counts them).
+        # activations included, alive (tests/collector/test_bounded_cost.py counts them).
         if hook_inputs:
             for i, t in enumerate(ins):
                 _hook_gradient(t, i, tr.on_in_node, tr.on_in)

@@ -125,6 +125,20 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# the reference's defaults of the keys tbprobe ignores that are not off or empty by default
+_IGNORED_DEFAULTS = {"format": "csv", "step_count_per_record": 1, "ndigits": 6}
+
+
+def _is_default(key: str, value: Any) -> bool:
+    """Whether an ignored key's value asks for nothing (off, empty, or the reference's default): no warning."""
+    if isinstance(value, bool):   # (True == 1: `true` is no step count, and it asks for something)
+        return value is False
+    if value is None or (isinstance(value, (dict, list, str)) and not value):
+        return True
+    default = _IGNORED_DEFAULTS.get(key)
+    return default is not None and type(value) is type(default) and value == default
+
+
 def _unsupported_value_problem(key: str, value: Any) -> Optional[str]:
     """Why the reference would refuse `value` for one of the keys tbprobe ignores (None: it takes it)."""
     if key in ("print_struct", "squash_name", "recording_l2_features", "mg_distribution", "mg_direction",
@@ -198,7 +212,7 @@ def parse_config(raw: Any, path: str = "<config>") -> MonitorConfig:
             problem = _unsupported_value_problem(key, raw[key])
             if problem:   # (a value the reference refuses is refused here too, though tbprobe ignores the key)
                 _fail(path, f"'{key}' {problem}")
-        if raw.get(key) not in (None, False, {}, [], "", "csv", 1, 6):
+        if key in raw and not _is_default(key, raw[key]):
             _log.warning("monitor config key '%s' is not implemented by tbprobe and is ignored", key)
 
     targets = raw.get("targets", {})

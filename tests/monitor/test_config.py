@@ -105,3 +105,19 @@ def test_bad_set_monitor_arguments(tmp_path):
 
     with pytest.raises(TbprobeError, match="pass the wrapped optimizer, optimizer.optimizer"):
         TrainerMon(path).set_monitor(model, Wrapped(opt))
+
+
+@pytest.mark.parametrize("raw, warned", [
+    ({"mg_direction": True}, ["mg_direction"]),
+    ({"stack_info": True, "print_struct": True}, ["print_struct", "stack_info"]),
+    ({"step_count_per_record": 3, "ndigits": 3, "format": "tensorboard"}, ["format", "step_count_per_record",
+                                                                          "ndigits"]),
+    # off, empty or the reference's default: asks for nothing, no word
+    ({"mg_direction": False, "stack_info": False, "step_count_per_record": 1, "ndigits": 6, "format": "csv",
+      "l2_targets": {}, "append_output": []}, []),
+])
+def test_an_ignored_key_that_asks_for_something_is_named_once(tmp_path, caplog, raw, warned):
+    with caplog.at_level("WARNING", logger="tbprobe"):
+        load_config(_cfg(tmp_path, raw))
+    named = [r.getMessage().split("'")[1] for r in caplog.records if "not implemented by tbprobe" in r.getMessage()]
+    assert sorted(named) == sorted(warned)

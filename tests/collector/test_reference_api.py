@@ -159,7 +159,8 @@ def test_one_debugger_per_dump_path_and_calls_on_the_class(tmp_path, caplog):
     assert PrecisionDebugger(dump_path=path, level="L1", step=[0, 1]) is first
     with caplog.at_level(logging.WARNING, logger="tbprobe.collector"):
         assert PrecisionDebugger(dump_path=path, level="mix", step=[0, 1]) is first
-    assert any("open already" in r.getMessage() for r in caplog.records)
+    warned = [r.getMessage() for r in caplog.records if "open already" in r.getMessage()]
+    assert len(warned) == 1 and "level 'mix' (open: 'L1')" in warned[0]   # the setting not taken is named
     other = PrecisionDebugger(dump_path=str(tmp_path / "other"), level="L1", step=[0])
     assert other is not first
     first.start()

@@ -1,6 +1,7 @@
 """PrecisionDebugger: the collector's public class for PyTorch (drop-in for msprobe's)."""
 import atexit
 import contextlib
+import dataclasses
 import functools
 import inspect
 import logging
@@ -67,6 +68,13 @@ def _rank() -> Optional[int]:
     return None
 
 
+def _differences(used: CollectorConfig, asked: CollectorConfig, most: int = 4) -> str:
+    """The settings `asked` would change of `used`, as "level 'mix' (open: 'L0')": the warning names them."""
+    diffs = [f"{f.name} {getattr(asked, f.name)!r} (open: {getattr(used, f.name)!r})"
+             for f in dataclasses.fields(used) if getattr(used, f.name) != getattr(asked, f.name)]
+    return ", ".join(diffs[:most]) + (f" and {len(diffs) - most} more" if len(diffs) > most else "")
+
+
 class PrecisionDebugger:
     """Records statistics of modules (L0), operators (L1) or both (mix) for the steps asked for.
 
@@ -86,7 +94,8 @@ class PrecisionDebugger:
         if existing is not None:
             if existing.config != cfg:
                 log.warning("tbprobe: a PrecisionDebugger writing to %s is open already: it is used, and this one's "
-                            "differing settings are not (close() it first to start another)", cfg.dump_path)
+                            "differing settings are not (%s; close() it first to start another)", cfg.dump_path,
+                            _differences(existing.config, cfg))
             return existing
         obj = super().__new__(cls)
         obj._preloaded = cfg

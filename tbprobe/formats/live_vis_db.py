@@ -60,6 +60,8 @@ class LiveVisDb:
             self.conn.execute("PRAGMA journal_mode=WAL")
             # A lost last step on power failure is acceptable; an fsync per step is not needed for a debug graph.
             self.conn.execute("PRAGMA synchronous=NORMAL")
+            if self._resumed:   # (a run resumed on an earlier run's database is written again)
+                self.conn.executemany(INSERT_META, meta_rows({"live": "1"}))
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise FormatError(self.path, f"not a readable SQLite database ({exc})") from None
@@ -163,7 +165,11 @@ class LiveVisDb:
             self._delete_graph(side, old, rank)
 
     def close(self) -> None:
+        """The writer is done: `live` is "0" from here on (a reader stops waiting for more steps; a killed
+        process's database keeps its "1")."""
         if self.conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.executemany(INSERT_META, meta_rows({"live": "0"}))
             with contextlib.suppress(sqlite3.Error):
                 self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             self.conn.close()

@@ -142,3 +142,40 @@ def test_stack_lines_name_the_calling_source_line(tmp_path):
     assert by_name["Torch.exp.0.forward"] is not None
     same = [names for names, _ in stacks.values() if "Torch.exp.0.forward" in names][0]
     assert "Torch.exp.1.forward" in same and w is not None
+
+
+def test_the_live_graph_is_marked_ended_when_the_run_ends(tmp_path):
+    """A live graph says `live` "1" while training runs and "0" once the run is over, with close() or without it
+    (a script that ends after its last step() call: every step collected, nothing closed it), so TensorBoard's
+    page stops waiting for more steps. A process killed keeps its "1" (nothing runs to say otherwise)."""
+    import sqlite3
+    import subprocess
+    import sys
+    import textwrap
+
+    def live_flag() -> str:
+        (db,) = glob.glob(str(tmp_path / "dump_tb" / "build_*.vis.db"))
+        con = sqlite3.connect(db)
+        try:
+            return con.execute("SELECT value FROM tbprobe_meta WHERE key = 'live'").fetchone()[0]
+        finally:
+            con.close()
+
+    script = textwrap.dedent(f"""
+        import torch
+        from tbprobe import PrecisionDebugger
+        model = torch.nn.Linear(4, 4)
+        dbg = PrecisionDebugger(dump_path={str(tmp_path / "dump")!r}, task="statistics", level="L0")
+        for _ in range(3):
+            dbg.start(model)
+            model(torch.randn(2, 4)).sum().backward()
+            dbg.stop()
+            dbg.step()
+        import sqlite3, glob
+        (db,) = glob.glob({str(tmp_path / "dump_tb" / "build_*.vis.db")!r})
+        print(sqlite3.connect(db).execute("SELECT value FROM tbprobe_meta WHERE key = 'live'").fetchone()[0])
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"    # while the run goes on
+    assert live_flag() == "0"             # after its exit, with no close()

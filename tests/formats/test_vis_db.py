@@ -364,7 +364,7 @@ def test_live_db_steps_are_atomic_for_readers(tmp_path):
     assert len(counts) == steps
     live.close()
     with VisDbReader(path) as r:
-        assert r.is_tbprobe and r.meta()["live"] == "1"
+        assert r.is_tbprobe and r.meta()["live"] == "0"   # (closed: the writer is done)
         assert r.config()["step_list"] == list(range(steps)) and r.config()["rank_list"] == [0]
         assert {f"index{i}" for i in range(1, 8)} <= {row[1] for row in schema_of(r.conn)}
         stored = {row[3] for row in schema_of(r.conn, REF_TABLES)}

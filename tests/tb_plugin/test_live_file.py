@@ -23,5 +23,9 @@ def test_the_meta_says_a_live_file_is_live_and_follows_its_steps(tmp_path, api, 
         assert meta["steps"] == [1, 2]
         assert server.get("/api/root", run="job_tb", file="build_rank0.vis.db", step=2, side="NPU")[0] == 200
         assert server.get("/api/root", run="job_tb", file="build_rank0.vis.db", step=0, side="NPU")[0] == 404
+    # closed by its writer (a debugger's close(), the process's exit): no longer live, the page stops polling
+    assert server.get("/api/meta", run="job_tb", file="build_rank0.vis.db")[1]["live"] is False
+    with LiveVisDb(folder / "build_rank0.vis.db") as live:   # a run resumed on it writes it again
+        assert server.get("/api/meta", run="job_tb", file="build_rank0.vis.db")[1]["live"] is True
     run, file = db_file(logdir, "cmp_stat")
     assert api.get("/api/meta", run=run, file=file)[1]["live"] is False

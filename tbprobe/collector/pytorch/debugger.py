@@ -471,6 +471,9 @@ class PrecisionDebugger:
         self._writer = StepWriter(cfg.dump_path, cfg.task, cfg.level, "pytorch", cfg.extra_info, self.stacks,
                                   save_tensor=save_tensor, on_step_written=self._outputs.on_written,
                                   background=cfg.async_dump, on_disk_full=self._outputs.disk_full)
+        # (run after the writer's drain below: atexit runs last-registered first) the live graph marked ended,
+        # so TensorBoard's page stops waiting for more steps of a run that exited without close()
+        atexit.register(self._outputs.close)
         # the writer thread is a daemon: drain it at interpreter exit so the last step is not lost
         atexit.register(self._writer.close)
         # (registered after it, so run before it) the step the process ends in, unfinished: a script without

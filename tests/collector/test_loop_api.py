@@ -227,3 +227,20 @@ def test_a_list_of_model_chunks_and_fsdp_wrappers(tmp_path):
         "Module.0.0.Linear.forward.0", "Module.0.1.ReLU.forward.0",
         "Module.1.0._fsdp_wrapped_module.Linear.forward.0"]
     assert dbg.hook_errors == 0
+
+
+def test_a_module_level_loop_block_without_a_model_says_where_to_give_it(tmp_path):
+    model, data, loss_fn = build("mlp")
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L0", step=[0])
+
+    @dbg.step_fn
+    def train_step(x, y):
+        loss_fn(model(x), y).backward()
+
+    for block in (lambda: train_step(*data[0]), lambda: dbg.collect().__enter__()):
+        with pytest.raises(TbprobeError) as info:
+            block()
+        # (the user called no start(): each way of giving the model is named)
+        assert all(way in str(info.value) for way in ("start(model=...)", "collect(model)",
+                                                       "PrecisionDebugger(..., model=...)")), info.value
+    dbg.close()

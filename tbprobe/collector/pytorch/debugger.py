@@ -175,7 +175,8 @@ class PrecisionDebugger:
         model = _uncompiled(model) if model is not None else self.model
         if self._modules is not None:
             if model is None:
-                raise TbprobeError(f"level {self.config.level} records modules: call start(model=your_model)")
+                raise TbprobeError(f"level {self.config.level} records modules: give the model to start(model=...), "
+                                   "collect(model) or PrecisionDebugger(..., model=...)")
             why = model_problem(model)
             if why:
                 raise TbprobeError(why)

@@ -235,6 +235,7 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
         notes += unused_rule_notes(results)
     if notes:
         summary["notes"] = notes
+    summary["overflow_check"] = overflow_check
     return GraphResult(final, graph_type, mode, summary)
 
 
@@ -326,7 +327,7 @@ def format_summary(result: GraphResult) -> str:
         lines.append(f"  mode {result.mode}: matched {s['matched']}, pass {s['pass']}, warning {s['warning']}, "
                      f"error {s['error']}, unmatched {s['unmatched']}")
         lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}")
-    if s.get("overflow") or s.get("first_overflow"):
+    if s.get("overflow") or s.get("first_overflow") or s.get("overflow_check"):   # (-oc: said even with none)
         # (the first overflow is where one starts: finite inputs, an inf/nan output; the other overflow levels are
         # carried in, or the norm-ratio rule: "none" alone beside a count read as a contradiction)
         # (one that a non-finite argument makes, a mask's -inf fill, or that the bench makes identically is skipped)

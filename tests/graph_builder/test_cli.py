@@ -320,3 +320,18 @@ def test_a_summary_with_overflows_but_no_first_one_says_why(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "overflow nodes: 1, first overflow: none (no node turns finite inputs into inf/nan, other than by an " \
            "inf/nan argument)" in out, out
+
+
+def test_a_summary_with_the_overflow_check_and_no_overflow_says_so(tmp_path, capsys):
+    """-oc asked for and nothing overflowed: the summary says so (it had no overflow line, nothing showed that the
+    check ran); without -oc it has none."""
+    from tests.graph_builder import synth
+
+    one = synth.tensor((2, 2), mx=1.0, mn=0.0, mean=0.5, norm=1.0)
+    folder = synth.simple_rank(tmp_path / "dump" / "step0" / "rank0",
+                               {"Torch.mul.0.forward": synth.api_entry([one], [one])}, {"Torch.mul.0.forward": None})
+    assert main(["graph", "-tp", str(folder), "-o", str(tmp_path / "b"), "-oc", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "overflow nodes: 0, first overflow: none" in out, out
+    assert main(["graph", "-tp", str(folder), "-o", str(tmp_path / "c"), "-q"]) == 0
+    assert "overflow nodes" not in capsys.readouterr().out

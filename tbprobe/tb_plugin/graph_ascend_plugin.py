@@ -188,7 +188,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         try:
             if not name:
                 raise ApiError(404, "no such static file")
-            path = resolve_inside(_STATIC, name)
+            path = resolve_inside(_STATIC, name, folder="the plugin's static folder")
         except ApiError as exc:
             return _json({"error": exc.message}, exc.status)
         if not os.path.isfile(path):

@@ -16,8 +16,9 @@ __all__ = ["MAX_BODY_BYTES", "resolve_inside", "check_origin", "read_json_post"]
 MAX_BODY_BYTES = 1 << 20
 
 
-def resolve_inside(logdir: str, *parts: str) -> str:
-    """The real path of ``logdir/parts...``; 403 unless it stays inside the log directory.
+def resolve_inside(logdir: str, *parts: str, folder: str = "the log directory") -> str:
+    """The real path of ``logdir/parts...``; 403 unless it stays inside that folder (``folder`` names it in the
+    refusal: the static route's root is the bundle's folder, not the log directory).
 
     Relative parts only: absolute paths, ``..`` components, NUL bytes and symbolic links that lead outside are
     refused. The check is on the resolved path, so a link inside the folder that points inside stays allowed.
@@ -29,11 +30,11 @@ def resolve_inside(logdir: str, *parts: str) -> str:
         if os.path.isabs(part) or part.startswith(("/", "\\")) or (len(part) > 1 and part[1] == ":"):
             raise ApiError(403, f"path refused: {part!r} is absolute")
         if ".." in part.replace("\\", "/").split("/"):
-            raise ApiError(403, f"path refused: {part!r} leaves the log directory")
+            raise ApiError(403, f"path refused: {part!r} leaves {folder}")
     joined = os.path.join(root, *[p for p in parts if p not in ("", ".")])
     real = os.path.realpath(joined)
     if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-        raise ApiError(403, "path refused: it resolves outside the log directory")
+        raise ApiError(403, f"path refused: it resolves outside {folder}")
     return real
 
 

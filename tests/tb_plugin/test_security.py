@@ -143,3 +143,12 @@ def test_static_files(api):
                 "/static/..%2Fgraph_ascend_plugin.py"):
         assert api.client.get(PREFIX + bad).status_code in (403, 404)
     assert api.client.get(PREFIX + "/static/no-such-file.js").status_code == 404
+
+
+def test_a_static_path_refused_names_the_static_folder_not_the_log_directory(api):
+    """`curl --path-as-is .../static/../index.js` was told the path "leaves the log directory": the static
+    route's root is the plugin's bundle folder."""
+    for bad in ("/static/../index.js", "/static/%2e%2e/index.js"):
+        resp = api.client.get(PREFIX + bad)
+        assert resp.status_code == 403, (bad, resp.status_code)
+        assert resp.get_json()["error"] == "path refused: '../index.js' leaves the plugin's static folder", bad

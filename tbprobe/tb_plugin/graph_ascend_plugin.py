@@ -81,6 +81,14 @@ def _maybe_gzip(request, resp: wrappers.Response) -> None:
     resp.headers["Vary"] = "Accept-Encoding"
 
 
+def _finish(request, resp: wrappers.Response, start: float) -> wrappers.Response:
+    """What every API answer gets last (docs/http_api.md): gzip when it is big and the browser accepts it, and
+    the server's own time, readable by the browser's devtools and by bench/plugin_bench.py."""
+    _maybe_gzip(request, resp)
+    resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - start) * 1000:.2f}"
+    return resp
+
+
 def _route(handler: Callable) -> Callable:
     """Turn a handler(request) -> body into a WSGI app with the error policy of the API."""
 
@@ -95,10 +103,20 @@ def _route(handler: Callable) -> Callable:
         except Exception:  # noqa: BLE001 - the user sees one line; the log keeps the traceback
             logger.exception("graph_ascend: %s failed", request.path)
             resp = _json({"error": "internal error while answering this request (see the TensorBoard log)"}, 500)
-        _maybe_gzip(request, resp)
-        # The server's own time, readable by the browser's devtools and by bench/plugin_bench.py.
-        resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - start) * 1000:.2f}"
-        return resp
+        return _finish(request, resp, start)
+
+    return app
+
+
+def _served(wsgi_app: Callable) -> Callable:
+    """A WSGI app merged from elsewhere (the monitor's routes, which keep their own error policy), answered
+    through the same last step as the plugin's own routes: its response, buffered, gets gzip and Server-Timing
+    (the monitor's answers had neither: a 33 kB anomaly list went out plain)."""
+
+    @wrappers.Request.application
+    def app(request):
+        start = time.perf_counter()
+        return _finish(request, wrappers.Response.from_app(wsgi_app, request.environ, buffered=True), start)
 
     return app
 
@@ -156,7 +174,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         except Exception:  # noqa: BLE001 - a broken monitor must not take the graph views down
             logger.exception("graph_ascend: monitor routes failed to load")
             return {}
-        return {k: v for k, v in extra.items() if k.startswith("/api/monitor/")}
+        return {k: _served(v) for k, v in extra.items() if k.startswith("/api/monitor/")}
 
     def is_active(self) -> bool:
         # Always listed: files may appear after start-up, and the tab itself explains an empty log directory.

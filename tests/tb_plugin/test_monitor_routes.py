@@ -272,3 +272,35 @@ def test_the_plugin_warms_the_first_view_before_anyone_asks(tmp_path, monkeypatc
     body = get(client, "/api/monitor/heatmap", job="w", metric="output", op="norm", limit=5, max_cols=7)
     assert len(body["rows"]) == 5 and all(v is not None for row in body["values"] for v in row)
     assert {name for name, _ in reads} == {"tbprobe-monitor-warmup"}  # the request read nothing itself
+
+
+def test_monitor_answers_through_the_plugin_carry_server_timing_and_gzip(tmp_path):
+    """Every API answer says its server time and a JSON answer over 32 KiB is gzipped for a browser that accepts
+    it (docs/http_api.md): the monitor's routes, merged into the plugin's, had neither (a 33 kB anomaly list went
+    out plain, /api/monitor/runs without Server-Timing)."""
+    import gzip
+
+    from tensorboard.backend import application
+
+    from tbprobe.tb_plugin.graph_ascend_plugin import GraphAscendPlugin
+
+    w = MonitorWriter(str(tmp_path / "nan" / "rank0"), ["max", "norm"], [AlertRule("AnomalyTurbulence", 1.0, 5)], 0)
+    keys = [f"{m}/output" for m in MODULES]
+    for step in range(STEPS):
+        w.submit(step, keys, np.full((len(keys), 2), np.nan))   # an AnomalyNan per module, op and step
+    w.close()
+    _, provider = _provider(tmp_path)
+    plugin = GraphAscendPlugin(base_plugin.TBContext(logdir=str(tmp_path), data_provider=provider))
+    tb = wtest.Client(application.TensorBoardWSGI([plugin]))
+    prefix = "/data/plugin/graph_ascend/api/monitor"
+    runs = tb.get(prefix + "/runs")
+    assert runs.status_code == 200 and float(runs.headers["Server-Timing"].split("dur=")[1]) >= 0
+    q = dict(job="nan", limit=10000)
+    plain = tb.get(prefix + "/anomalies", query_string=q)
+    zipped = tb.get(prefix + "/anomalies", query_string=q, headers={"Accept-Encoding": "gzip, deflate"})
+    assert plain.status_code == 200 and len(plain.data) > 32 * 1024
+    assert "Content-Encoding" not in plain.headers and zipped.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(zipped.data) == plain.data and "Server-Timing" in zipped.headers
+    assert json.loads(plain.data)["total"] >= len(MODULES) * STEPS
+    err = tb.get(prefix + "/heatmap", query_string=dict(job="nope", metric="output"))
+    assert err.status_code == 404 and "error" in err.get_json() and "Server-Timing" in err.headers

@@ -111,6 +111,13 @@ static PyObject *compare_plain(PyObject *self, PyObject *const *args, Py_ssize_t
         goto done;
     if (ok == 0 || dp->n == 0)
         goto none;
+    /* an argument the bench alone gives (absent or None in the debug call): compare.MSG_ONE_SIDED, the general
+       path's (the other way round, a debug argument without its bench pair, is left to it below) */
+    for (int i = 0; i < bp->n; i++) {
+        const Pair *q = &bp->p[i], *p;
+        if (q->group == 0 && q->item != Py_None && ((p = bench_pair(dp, q)) == NULL || p->item == Py_None))
+            goto none;
+    }
     if (put_escaped(&nb, dname) < 0)
         goto done;
     int n_slots = 0;

@@ -46,6 +46,10 @@ MSG_DTYPE = "error: The dtype of NPU differs from that of the bench."
 MSG_SHAPE = "error: The shape of NPU differs from that of the bench."
 MSG_GRAD = "error: requires_grad of NPU differs from that of the bench."
 MSG_SCALAR = "error: The value of a non-tensor argument differs from that of the bench."
+# an argument one side gives and the other does not (a keyword on one side only, None against a tensor): the call
+# differs there (F.gelu(x, approximate="tanh") against F.gelu(x) moves its output by 1e-4 alone, and nothing
+# downstream fails)
+MSG_ONE_SIDED = "error: The argument is given on one side only (absent or None on the other)."
 # the messages of the statistics fast path (fast_path.compare_stats), in the order it takes them
 _FAST_MSGS = (MSG_DTYPE, MSG_SHAPE, MSG_GRAD, MSG_INF, MSG_SCALAR, MSG_NORM_ERR, MSG_NORM_WARN)
 
@@ -237,6 +241,7 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
     items: List[_Item] = []
     members_in: List[Tuple[str, object]] = []
     members_out: List[Tuple[str, object]] = []
+    one_sided: List[_Item] = []
     for pairs, is_output, target in ((d_in, False, members_in), (d_out, True, members_out)):
         for key, d in pairs:
             if d is None:
@@ -248,6 +253,9 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
             if b is None:
                 if mode == "md5":
                     it.flag("warning", MSG_MD5_MISSING)
+                if not is_output and not exempt and ".parameters." not in key:
+                    it.flag("error", MSG_ONE_SIDED)
+                    one_sided.append(it)
             elif not exempt:
                 _item_checks(it, mode)
             it.fields["Requires_grad Consistent"] = _grad_consistent(d, b)
@@ -261,11 +269,16 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
         return res
     if not exempt:
         _node_rules(items, mode, placeholder)
+        if _bench_only_argument(d_in, b_in, cut_d, cut_b):   # (the other way round: on the node's main item)
+            target = next((it for it in items if it.is_output), items[-1])
+            target.flag("error", MSG_ONE_SIDED)
+            one_sided.append(target)
     result = "pass"
     inputs_ok = True
     for it in items:
         result = _worse(result, it.result)
-        if not it.is_output and ".parameters." not in it.key and _input_fails(it):
+        # (an argument on one side only is where the difference enters, as a differing parameter is)
+        if not it.is_output and ".parameters." not in it.key and it not in one_sided and _input_fails(it):
             inputs_ok = False
 
     def render(members):
@@ -275,6 +288,12 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
                    inputs_ok)
     res.bench_texts = b_texts
     return res
+
+
+def _bench_only_argument(d_in: list, b_in: list, cut_d: int, cut_b: int) -> bool:
+    """Whether the bench gives an argument (not a parameter) that the debug call leaves out or passes as None."""
+    given = {k[cut_d:] for k, v in d_in if v is not None}
+    return any(v is not None and ".parameters." not in k and k[cut_b:] not in given for k, v in b_in)
 
 
 def _input_fails(it: _Item) -> bool:

@@ -416,6 +416,28 @@ def test_compare_fast_path_on_scalar_pairs(monkeypatch):
                 assert repr(_fields(fast)) == repr(_fields(general)), (name, dv, bv)
 
 
+def test_compare_fast_path_on_arguments_given_on_one_side_only(monkeypatch):
+    """An argument one side alone gives (a keyword the other leaves out, None against a tensor, either way round)
+    is compare.MSG_ONE_SIDED's error: the C and Python fast paths hand such pairs to the general path (C took a
+    debug None against a bench tensor, and a bench-only keyword, as passes)."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+              "Norm": 1.5, "requires_grad": False}
+    word = {"type": "str", "value": "tanh"}
+    for d_args, d_kwargs, b_args, b_kwargs in [
+            ([tensor], {"approximate": word}, [tensor], {}), ([tensor], {}, [tensor], {"approximate": word}),
+            ([tensor, None], {}, [tensor, tensor], {}), ([tensor, tensor], {}, [tensor, None], {}),
+            ([tensor], {}, [tensor, {"type": "int", "value": 3}], {})]:
+        de = {"input_args": d_args, "input_kwargs": d_kwargs, "output": [tensor]}
+        be = {"input_args": b_args, "input_kwargs": b_kwargs, "output": [dict(tensor, Norm=1.5001)]}
+        for name in ("Functional.gelu.0.forward", "Torch.empty.0.forward"):
+            fast = compare_entries(name, de, name, be, "statistics", bench_texts=True)
+            general = _general(monkeypatch, name, de, name, be, "statistics", bench_texts=True)
+            assert repr(_fields(fast)) == repr(_fields(general)), (de, be)
+            exempt = name == "Torch.empty.0.forward"    # (uninitialised memory's API: no node rules at all)
+            assert fast.precision == (0 if exempt else 1) and fast.inputs_ok, (name, de, be)
+            assert ("given on one side only" in fast.input_text + fast.output_text) is not exempt
+
+
 def test_bare_values_in_arguments_are_a_clear_error():
     """A dump wraps every argument in an item object; a bare number or string inside an argument list is a broken
     dump: one clear error (it was a TypeError from deep inside), whichever path meets it."""

@@ -1,6 +1,8 @@
 """Roll-up, first divergence, first overflow and data-flow edges (tbprobe's own tables)."""
 import json
 
+import pytest
+
 from tbprobe.graph_builder import run_graph
 from tests.graph_builder import golden, synth
 
@@ -291,6 +293,41 @@ def test_a_differing_constant_argument_is_where_the_divergence_starts(tmp_path):
     result = run_graph(str(tmp_path / "d2"), str(tmp_path / "bFalse"), str(tmp_path / "o2"), parallel=False,
                        progress=False)
     assert _finding(result) != "Tensor.__mul__.0.forward"
+
+
+@pytest.mark.parametrize("debug_args, bench_args", [
+    # F.gelu(x, approximate="tanh") against F.gelu(x): a keyword on one side only, either side
+    ({"approximate": {"type": "str", "value": "tanh"}}, {}),
+    ({}, {"approximate": {"type": "str", "value": "tanh"}}),
+    # F.linear(h, w, None) against F.linear(h, w, b): None against a tensor, either side
+    ({"bias": None}, {"bias": T((4,), norm=0.01)}),
+    ({"bias": T((4,), norm=0.01)}, {"bias": None}),
+])
+def test_an_argument_given_on_one_side_only_is_where_the_divergence_starts(tmp_path, debug_args, bench_args):
+    """An operator changed by an argument one side alone gives (a keyword the other leaves out, None against a
+    tensor) moves its output by 1e-4 and nothing downstream fails: the compare was a pass everywhere and there was
+    no first divergence (msprobe flags the keyword's node). The argument's row is an error, the node is where the
+    divergence starts, and the fast path hands such a pair to the general one, so both say the same."""
+    def rank(folder, args, out_norm):
+        data = {
+            "Torch.a.0.forward": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0)]),
+            "Functional.gelu.0.forward": {"input_args": [T((4,), norm=2.0)], "input_kwargs": args,
+                                          "output": [T((4,), norm=out_norm)]},
+            "Torch.b.0.forward": synth.api_entry([T((4,), norm=out_norm)], [T((4,), norm=out_norm)]),
+        }
+        return synth.simple_rank(folder, data, {k: None for k in data})
+
+    rank(tmp_path / "d", debug_args, 1.0001)
+    rank(tmp_path / "b", bench_args, 1.0)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert _finding(result) == "Functional.gelu.0.forward"
+    conn = golden.open_ro(result.path)
+    rows = dict(conn.execute("SELECT node_name, precision_index FROM tb_nodes WHERE data_source = 'NPU'"))
+    text = conn.execute("SELECT input_data || output_data FROM tb_nodes WHERE node_name = "
+                        "'Functional.gelu.0.forward' AND data_source = 'NPU'").fetchone()[0]
+    assert rows["Functional.gelu.0.forward"] == 1 and rows["Torch.b.0.forward"] == 0
+    assert "given on one side only" in text
 
 
 def test_the_first_overflow_skips_an_inf_argument_and_what_the_bench_makes_too(tmp_path):

@@ -2,7 +2,8 @@
 
 First scene that applies: inputs finite and an output inf/nan -> critical; both -> high; an input inf/nan and the
 outputs finite (or none) -> medium; max output Norm / max input Norm > 100 -> high. Only tensor items count (a
-scalar multiplier is not an input norm), and not a module's parameters. Bench nodes get their levels too.
+scalar multiplier is not an input norm), and not a module's parameters. Bench nodes get their levels too;
+parameters_grad nodes none (as in the reference).
 
 A tensor is inf/nan when one of its values is: its Max or Min is not finite, or its nan/inf counts (tbprobe's
 extra keys) say so. Not when only its Mean or Norm is: a float32 Norm overflows once |x| passes about 1.8e19, with
@@ -45,7 +46,10 @@ def _scan(items):
 
 
 def overflow_level(name: str, entry: Optional[dict]) -> Optional[str]:
-    if not entry:
+    if not entry or ".parameters_grad" in name:
+        # (a module's parameter gradients are no call: their items read as inputs with no output, so NaN
+        # gradients were "medium", NaN come in. The reference grades none; the backward call that made them has
+        # its own level)
         return None
     ins, outs = flatten_entry(name, entry)
     in_bad, in_norm = _scan(ins)

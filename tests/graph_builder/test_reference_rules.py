@@ -111,8 +111,9 @@ def _overflow_rank(folder):
     data = {emb + "forward.0": {"input_args": [_int_input()], "input_kwargs": {},
                                 "output": [T((4, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)],
                                 "parameters": {"weight": T((8, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)}},
-            emb + "backward.0": {"input": [T((4, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)], "output": []}}
-    return synth.simple_rank(folder, data, {k: None for k in data})
+            emb + "backward.0": {"input": [T((4, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)], "output": []},
+            emb + "parameters_grad.0": {"weight": [T((8, 8), mx=NAN, mn=NAN, mean=NAN, norm=NAN)]}}
+    return synth.simple_rank(folder, data, {k: None for k in data if ".parameters_grad" not in k})
 
 
 def _levels(path):
@@ -125,7 +126,8 @@ def test_overflow_levels_leave_parameters_out_and_mark_both_sides(tmp_path):
     """An Embedding whose weight and output are NaN (its ids finite) is where the NaN comes out: critical, as
     msprobe reads it (counting the weight as an input made it high, and the run's first overflow was then
     'none'). A backward with a NaN input and no output (its ids need no gradient) is medium (was no level). A
-    compare with -oc marks the bench side too (it was left empty)."""
+    compare with -oc marks the bench side too (it was left empty). The NaN weight gradient (parameters_grad, no
+    call: its items read as inputs with no output) has no level, as in msprobe (it was medium, "NaN came in")."""
     _overflow_rank(tmp_path / "d")
     built = run_graph(str(tmp_path / "d"), None, str(tmp_path / "o"), overflow_check=True, parallel=False,
                       progress=False)
@@ -140,6 +142,7 @@ def test_overflow_levels_leave_parameters_out_and_mark_both_sides(tmp_path):
     for side in ("NPU", "Bench"):
         assert levels[(side, "Module.emb.Embedding.forward.0")] == "critical", side
         assert levels[(side, "Module.emb.Embedding.backward.0")] == "medium", side
+        assert levels[(side, "Module.emb.Embedding.parameters_grad.0")] is None, side
 
 
 def test_parameters_grad_hangs_under_the_modules_last_backward_call_or_stays_at_the_top(tmp_path):

@@ -368,15 +368,34 @@ class GraphData:
             return {"source": "stored",
                     "first_divergence": stored_finding(idx, stored.get("first_divergence")),
                     "first_overflow": stored_finding(idx, stored.get("first_overflow"))}
-        return {"source": "computed", "first_divergence": first_divergence(idx), "first_overflow": first_overflow(idx)}
+        return {"source": "computed", "first_divergence": first_divergence(idx),
+                "first_overflow": self._first_overflow(gf, idx, step, rank, "NPU")}
+
+    @staticmethod
+    def _first_overflow(gf, idx, step, rank, side) -> Optional[dict]:
+        """findings.first_overflow, once per graph (it reads the rows of critical nodes until one qualifies: a
+        graph of many masked_fill(-inf) reads them all)."""
+        key = ("first_overflow", step, rank, side)
+        with gf.derived_lock:
+            found = gf.derived.get(key)
+        if found is None:
+            found = (first_overflow(gf, idx, step, rank, side),)
+            with gf.derived_lock:
+                gf.derived[key] = found
+        return found[0]
 
     def overflow(self, run, file, step, rank, side="NPU") -> dict:
         gf, idx = self.graph(run, file, step, rank, side)
         found = np.flatnonzero(idx.overflow > 0)
         found = found[np.argsort(idx.exec_order[found], kind="stable")].tolist()
-        # "first": where the overflow starts, the node the findings name (the earliest in execution order was
-        # often a high one, whose input was Inf already: not where it starts)
-        start = self.findings(run, file, step, rank)["first_overflow"] if side == "NPU" else first_overflow(idx)
+        # "first": where the overflow starts, by the graph builder's rule on either side (findings.py): on the
+        # debug side the node /api/findings names (stored by tbprobe, else computed), on the bench side, which
+        # has no stored finding, computed alike. Never the earliest high or medium node: Inf came in already.
+        stored = gf.stored_findings(step, rank) if side == "NPU" else None
+        if stored is not None:
+            start = stored_finding(idx, stored.get("first_overflow"))
+        else:
+            start = self._first_overflow(gf, idx, step, rank, side) if found else None
         first = start["name"] if start else None
         items = [{"name": idx.names[i], "type": int(idx.types[i]), "overflow": OVERFLOW_LEVELS[idx.overflow[i]],
                   "order": i, "exec_order": int(idx.exec_order[i]), "first": idx.names[i] == first} for i in found]

@@ -190,7 +190,73 @@ def test_findings_computed_for_msprobe_files(api, logdir):
                                       " AND precision_index = 1 ORDER BY node_order")
     leaves = [r for r in errors if not r[2]]
     assert body["first_divergence"]["name"] == (leaves or errors)[0][0]
-    assert body["first_overflow"]["overflow"] in ("medium", "high", "critical")
+    assert body["first_overflow"]["overflow"] == "critical"
+
+
+def _set_rows(db, side: str, changes: dict) -> None:
+    """Edit rows of a copied database: node name -> {overflow_level, output/input item fields to set, items to
+    add}."""
+    import sqlite3
+
+    conn = sqlite3.connect(str(db))
+    with conn:
+        for name, change in changes.items():
+            (inp, outp), = conn.execute("SELECT input_data, output_data FROM tb_nodes WHERE data_source = ? AND"
+                                        " node_name = ?", (side, name)).fetchall()
+            inp, outp = json.loads(inp or "{}"), json.loads(outp or "{}")
+            for key, fields in change.get("output", {}).items():
+                outp[f"{name}.output.{key}"].update(fields)
+            for key, item in change.get("add_input", {}).items():
+                inp[f"{name}.input.{key}"] = item
+            conn.execute("UPDATE tb_nodes SET overflow_level = ?, input_data = ?, output_data = ? WHERE"
+                         " data_source = ? AND node_name = ?",
+                         (change["overflow"], json.dumps(inp), json.dumps(outp), side, name))
+    conn.close()
+
+
+def _firsts(api, run, file, side):
+    status, body = api.get("/api/overflow", run=run, file=file, step=0, rank=0, side=side)
+    assert status == 200, body
+    return [i["name"] for i in body["items"] if i["first"]]
+
+
+def test_overflow_first_is_none_on_either_side_when_no_node_is_critical(api, logdir):
+    """Every overflow node high (a norm ratio past 100 and Inf carried on), none critical: no node is where an
+    overflow starts. The bench side (and the findings of msprobe's files) fell back to the earliest high node,
+    where the debug graph of tbprobe's files names none (the builder's rule)."""
+    run, file = db_file(logdir, "cmp_stat")
+    _set_rows(logdir / run / file, "NPU", {"Torch.exp.0.forward": {"overflow": "high"}})
+    _set_rows(logdir / run / file, "Bench", {"Tensor.__add__.1.forward": {"overflow": "high"}})
+    for side in ("NPU", "Bench"):
+        status, body = api.get("/api/overflow", run=run, file=file, step=0, rank=0, side=side)
+        assert status == 200 and body["total"] >= 1 and {i["overflow"] for i in body["items"]} == {"high"}
+        assert _firsts(api, run, file, side) == [], side
+    _, findings = api.get("/api/findings", run=run, file=file, step=0, rank=0)
+    assert findings["source"] == "computed" and findings["first_overflow"] is None
+
+
+def test_overflow_first_on_the_bench_side_follows_the_builders_rule(api, logdir):
+    """The bench side's "first" skips, as rollup.first_overflow does, a critical node whose non-finite output a
+    non-finite argument supplies (masked_fill(mask, -inf)) and one whose counterpart overflows the same way;
+    it was the earliest critical node, whatever its cause."""
+    run, file = db_file(logdir, "cmp_stat")
+    db = logdir / run / file
+    inf_out = {"0": {"Max": "inf", "Mean": "inf", "Norm": "inf", "inf_count": "3"}}
+    minus_inf = {"type": "float", "value": "-inf", "data_name": "-1", "requires_grad": "null", "Max": "-inf",
+                 "Min": "-inf", "Mean": "-inf", "Norm": "-inf", "dtype": "<class float>", "shape": "[]"}
+    _set_rows(db, "Bench", {
+        # the earliest: -inf comes from its scalar argument
+        "Tensor.__add__.0.forward": {"overflow": "critical", "add_input": {"1": minus_inf},
+                                     "output": {"0": {"Min": "-inf", "Mean": "-inf", "Norm": "inf"}}},
+        "Functional.relu.1.forward": {"overflow": "critical", "output": inf_out},    # as its counterpart does
+        "Functional.linear.3.forward": {"overflow": "critical", "output": inf_out},  # its counterpart is finite
+    })
+    _set_rows(db, "NPU", {"Functional.relu.1.forward": {"overflow": "critical", "output": inf_out}})
+    assert _firsts(api, run, file, "Bench") == ["Functional.linear.3.forward"]
+    # the debug side by the same rule: its relu.1 overflows as its counterpart does; Torch.exp is where it starts
+    assert _firsts(api, run, file, "NPU") == ["Torch.exp.0.forward"]
+    _, findings = api.get("/api/findings", run=run, file=file, step=0, rank=0)
+    assert findings["first_overflow"]["name"] == "Torch.exp.0.forward"
 
 
 def test_micro_step_filter(api, logdir):

@@ -157,7 +157,8 @@ export interface OverflowItem {
   name: string;
   overflow: OverflowLevel;
   order: number;
-  first?: boolean;
+  /** where the overflow starts (the graph builder's first overflow); false on every item when none is critical */
+  first: boolean;
 }
 
 export type Row = Record<string, unknown>;

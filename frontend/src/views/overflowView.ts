@@ -33,8 +33,10 @@ export class OverflowView {
         el("h4", { text: `${t("rank")} ${rank} (${items.length})` }));
       if (!items.length) section.append(el("p", { class: "ga-muted", text: t("noOverflow") }));
       const ol = el("ol", { class: "ga-list" });
-      items.forEach((it, j) => {
-        const first = it.first ?? j === 0;
+      items.forEach((it) => {
+        // where the overflow starts, as the server says (docs/http_api.md): none when no node is critical, never
+        // the earliest of the list (a high one had Inf coming in already)
+        const first = it.first === true;
         const li = el("li", { testid: "overflow-item", class: `ga-clickable${first ? " ga-first" : ""}`, title: t("goToGraph") },
           el("span", { class: `ga-badge ga-o-${it.overflow}`, text: t(it.overflow) }),
           el("span", { class: "ga-item-name", text: it.name }),

@@ -50,3 +50,22 @@ describe("loading a .vis.config", () => {
     expect((error.mock.calls[0][0] as Error).message).toContain("not a {debug: bench} object");
   });
 });
+
+describe("writing the edits into the database", () => {
+  it("refreshes the graph and the count of manual matches, which the apply folded in", async () => {
+    const { p, written, graph } = panel(new Set(["A.forward.0"]));
+    await p.loadConfigText("x.vis.config", JSON.stringify({ "A.forward.0": "A.forward.0" }));
+    expect(p.el.textContent).toContain("1 manual matches");
+    const api = (p as unknown as { ctx: { api: Record<string, unknown> } }).ctx.api;
+    api.apply = vi.fn(async () => {
+      for (const k of Object.keys(written)) delete written[k];   // the server retires the side files
+      return { backup: "f.vis.db.bak-1", nodes_updated: 2, legend: false, side_files: ["f_0_0.vis.config"] };
+    });
+    vi.spyOn(window, "confirm").mockReturnValue(true);
+    const button = [...p.el.querySelectorAll("button")].find((b) => b.textContent?.includes("database"))!;
+    button.click();
+    await vi.waitFor(() => expect(p.el.textContent).toContain("0 manual matches"));
+    expect(api.apply).toHaveBeenCalledTimes(1);
+    expect(graph.reloadKeepingView).toHaveBeenCalledTimes(2);
+  });
+});

@@ -1,5 +1,6 @@
 """The write routes' work: manual match / unmatch into side files, legend edits, and the explicit apply that
-copies the database to a backup and then writes the side-file edits into it."""
+copies the database to a backup, writes the side-file edits into it and retires their side files."""
+import contextlib
 import json
 import math
 import os
@@ -13,7 +14,7 @@ from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_data import GraphData
 from tbprobe.tb_plugin.graph_store import DbGraphFile
 from tbprobe.tb_plugin.manual_match import Overlay, pair_descendants, recompute
-from tbprobe.tb_plugin.side_files import matches_name
+from tbprobe.tb_plugin.side_files import legend_name, matches_name, unmatch_name
 
 __all__ = ["Edits", "validate_legend"]
 
@@ -154,7 +155,9 @@ class Edits:
     def legend(self, run, file, colors) -> dict:
         self.data.open(run, file)
         clean = validate_legend(colors)
-        self.data.side_files(run, file).save_legend(clean)
+        sf = self.data.side_files(run, file)
+        with sf.lock(legend_name(file)):  # (an apply folding the legend in must not retire a newer one)
+            sf.save_legend(clean)
         return {"node_colors": clean}
 
     def apply(self, run, file) -> dict:
@@ -169,6 +172,16 @@ class Edits:
             raise ApiError(400, "apply works on .vis.db files only")
         meta = gf.meta()
         sf = self.data.side_files(run, file)
+        names = [legend_name(file)] + [n for step in meta["steps"] for rank in meta["ranks"]
+                                       for n in (matches_name(file, step, rank), unmatch_name(file, step, rank))]
+        with contextlib.ExitStack() as held:
+            # The side files stay as read until they are retired: a match, unmatch or legend edit meanwhile waits
+            # for the apply (else it could go into a file that is then retired unapplied)
+            for name in sorted(set(names)):
+                held.enter_context(sf.lock(name))
+            return self._apply_side_files(run, file, path, meta, sf)
+
+    def _apply_side_files(self, run, file, path, meta, sf) -> dict:
         updates = []  # (step, rank, matches, unmatched)
         for step in meta["steps"]:
             for rank in meta["ranks"]:
@@ -178,12 +191,11 @@ class Edits:
         legend = sf.legend()
         if not updates and not legend:
             raise ApiError(409, "nothing to apply: no side-file edits for this file")
+        folded = [n for step, rank, _, _ in updates for n in (matches_name(file, step, rank),
+                                                              unmatch_name(file, step, rank))]
+        folded = [n for n in folded + ([legend_name(file)] if legend else []) if os.path.exists(sf.path(n))]
         if os.path.exists(path + "-wal") and not _log_folded_in(path):
             raise ApiError(409, "the database is being written by another program; try again when it is done")
-        backup = f"{path}.bak-{time.strftime('%Y%m%d%H%M%S')}"
-        if os.path.exists(backup):
-            raise ApiError(409, "a backup with this timestamp exists already; retry in a second")
-        shutil.copy2(path, backup)
         path, gf = self.data.open(run, file)  # (the log just folded in made it another file: its current reader)
         node_rows = []
         data_rows = []  # recomputed compare fields of manually matched debug nodes
@@ -192,9 +204,22 @@ class Edits:
             _, bench = self.data.graph(run, file, step, rank, "Bench")
             ov = Overlay(gf, step, rank, m, u, meta["task"])
             for row in _link_rows(ov, npu, bench, step, rank):
+                fields = row[6]
+                if not _changes(gf, row, fields):
+                    continue  # (the database holds this already: an edit applied before, or one matching it)
                 node_rows.append(row[:6])
-                if row[6] is not None:
-                    data_rows.append((json.dumps(row[6][0]), json.dumps(row[6][1]), step, rank, "NPU", row[5]))
+                if fields is not None:
+                    data_rows.append((json.dumps(fields[0]), json.dumps(fields[1]), step, rank, "NPU", row[5]))
+        legend_changes = bool(legend) and _json_text(legend) != _json_text(gf.meta()["node_colors"])
+        if not node_rows and not legend_changes:
+            # Every edit is in the database already: nothing to write or back up; the side files only repeat it
+            _retire(sf, folded, None)
+            return {"backup": None, "nodes_updated": 0, "legend": False, "side_files": folded}
+        stamp = time.strftime('%Y%m%d%H%M%S')
+        backup = f"{path}.bak-{stamp}"
+        if os.path.exists(backup):
+            raise ApiError(409, "a backup with this timestamp exists already; retry in a second")
+        shutil.copy2(path, backup)
         # The pooled read-only connections go first: SQLite removes a database's -wal and -shm when its last
         # connection closes, and a read-only one cannot; one left open beside the writer kept both for good.
         self.data.files.forget(path)
@@ -207,7 +232,7 @@ class Edits:
                 conn.executemany(
                     "UPDATE tb_nodes SET input_data = ?, output_data = ?"
                     " WHERE step = ? AND rank = ? AND data_source = ? AND node_name = ?", data_rows)
-                if legend:
+                if legend_changes:
                     conn.execute("UPDATE tb_config SET node_colors = ?", (json.dumps(legend),))
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.DatabaseError as exc:
@@ -217,7 +242,52 @@ class Edits:
         self.data.files.forget(path)  # (readers opened meanwhile)
         conn.close()
         _drop_side_files(path)
-        return {"backup": os.path.basename(backup), "nodes_updated": len(node_rows), "legend": bool(legend)}
+        # The edits are the database's now: their side files are retired beside its backup (the pair is the file
+        # as it was before), so a second apply has nothing to do and the view shows the stored matches
+        _retire(sf, folded, f".bak-{stamp}")
+        return {"backup": os.path.basename(backup), "nodes_updated": len(node_rows), "legend": legend_changes,
+                "side_files": folded}
+
+
+def _json_text(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _changes(gf, row, fields) -> bool:
+    """Whether an apply's row (link, precision, step, rank, side, name) or compare fields differ from the
+    stored node. Every node the edits pair manually or leave without a counterpart yields a row: re-applying
+    edits the database held already rewrote them all, counted them as updated and made a backup each time."""
+    link, prec, step, rank, side, name = row[:6]
+    try:
+        stored = gf.node(step, rank, side, name)
+    except ApiError:
+        return True
+    if json.loads(link) != stored.get("matched_node_link") or _number(stored.get("precision_index")) != _number(prec):
+        return True
+    return fields is not None and (_json_text(fields[0]) != _json_text(stored.get("input_data") or {})
+                                   or _json_text(fields[1]) != _json_text(stored.get("output_data") or {}))
+
+
+def _number(value):
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def _retire(sf, names: List[str], suffix) -> None:
+    """Side files folded into the database: renamed ``<name><suffix>``, or removed when ``suffix`` is None."""
+    for name in names:
+        src = sf.path(name)
+        try:
+            if suffix is None:
+                os.unlink(src)
+            else:
+                os.replace(src, src + suffix)
+        except FileNotFoundError:
+            continue
 
 
 # Applies of one file run one at a time: a file takes the lock of its stripe (its real path's hash), a fixed set

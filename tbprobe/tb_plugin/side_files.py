@@ -6,7 +6,8 @@
   (the reference format has no way to say "unmatched").
 - ``<file>.legend.json``: ``{"node_colors": {...}}`` the edited legend.
 Writes go to a temporary file in the same folder and are renamed over the old one, so a crash never leaves half
-a file; read-modify-write sequences of one file are serialised by a lock.
+a file; read-modify-write sequences of one file are serialised by a lock. An apply (edits.py) folds the edits
+into the database and retires their side files (renamed beside the database's backup).
 """
 import json
 import os
@@ -80,7 +81,7 @@ class SideFiles:
         with self._locks_guard:
             return self._locks.setdefault(path, threading.Lock())
 
-    def _path(self, name: str) -> str:
+    def path(self, name: str) -> str:
         return os.path.join(self.folder, name)
 
     def stamp(self, step: int, rank: int) -> tuple:
@@ -88,36 +89,36 @@ class SideFiles:
         out = []
         for name in (matches_name(self.file, step, rank), unmatch_name(self.file, step, rank)):
             try:
-                st = os.stat(self._path(name))
+                st = os.stat(self.path(name))
                 out.append((st.st_mtime_ns, st.st_size, st.st_ino))
             except OSError:
                 out.append(None)
         return tuple(out)
 
     def matches(self, step: int, rank: int) -> Dict[str, str]:
-        value = _read_json(self._path(matches_name(self.file, step, rank)), {})
+        value = _read_json(self.path(matches_name(self.file, step, rank)), {})
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
             raise ApiError(400, f"{matches_name(self.file, step, rank)}: expected {{debug_node: bench_node}}")
         return value
 
     def unmatched(self, step: int, rank: int) -> List[str]:
-        value = _read_json(self._path(unmatch_name(self.file, step, rank)), [])
+        value = _read_json(self.path(unmatch_name(self.file, step, rank)), [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ApiError(400, f"{unmatch_name(self.file, step, rank)}: expected a list of node names")
         return value
 
     def save_matches(self, step: int, rank: int, matches: Dict[str, str], unmatched: List[str]) -> None:
-        write_json_atomic(self._path(matches_name(self.file, step, rank)), matches)
-        upath = self._path(unmatch_name(self.file, step, rank))
+        write_json_atomic(self.path(matches_name(self.file, step, rank)), matches)
+        upath = self.path(unmatch_name(self.file, step, rank))
         if unmatched:
             write_json_atomic(upath, sorted(set(unmatched)))
         elif os.path.exists(upath):
             os.unlink(upath)
 
     def legend(self) -> Dict[str, dict]:
-        value = _read_json(self._path(legend_name(self.file)), {})
+        value = _read_json(self.path(legend_name(self.file)), {})
         colors = value.get("node_colors") if isinstance(value, dict) else None
         return colors if isinstance(colors, dict) else {}
 
     def save_legend(self, colors: Dict[str, dict]) -> None:
-        write_json_atomic(self._path(legend_name(self.file)), {"node_colors": colors})
+        write_json_atomic(self.path(legend_name(self.file)), {"node_colors": colors})

@@ -148,6 +148,89 @@ def test_apply_backs_up_then_writes_the_edits(api, logdir):
     assert node["matched_node_link"][-1] == "Tensor.__add__.1.forward"
 
 
+def test_apply_folds_the_side_files_in_once_a_second_apply_is_409_and_a_new_edit_applies_again(api, logdir,
+                                                                                               monkeypatch):
+    """After an apply the edits are the database's: their side files are retired (renamed beside its backup,
+    with its timestamp: the pair is the file as it was), so a second apply is the documented 409 instead of
+    200 with `nodes_updated: 4` and another backup each time, and the page shows the applied matches and
+    legend as stored ones. A new edit applies again; edits the database holds already update no node and make
+    no backup."""
+    import types
+
+    from tbprobe.tb_plugin import edits
+
+    stamps = iter(f"2026010100000{i}" for i in range(10))
+    monkeypatch.setattr(edits, "time", types.SimpleNamespace(strftime=lambda fmt: next(stamps)))
+    run, file = db_file(logdir, "cmp_stat")
+    folder, tag = logdir / run, file[: -len(".vis.db")]
+    q = dict(run=run, file=file, step=0, rank=0)
+    mul, add, head = "Tensor.__mul__.1.forward", "Tensor.__add__.1.forward", "Module.head.Linear.forward.0"
+    assert api.post("/api/match", dict(q, debug=mul, bench=add))[0] == 200
+    assert api.post("/api/unmatch", dict(q, debug=head))[0] == 200
+    status, edited = api.post("/api/legend", dict(run=run, file=file, node_colors=_legend()))
+    assert status == 200
+    side_files = [f"{tag}_0_0.vis.config", f"{tag}_0_0.vis.unmatch.json", f"{file}.legend.json"]
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200, body
+    assert body["backup"] == f"{file}.bak-20260101000000" and body["legend"] is True
+    status, again = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 409 and again["error"].startswith("nothing to apply"), again  # no second backup either
+    assert body["nodes_updated"] >= 3 and sorted(body["side_files"]) == sorted(side_files)
+    assert sorted(os.listdir(folder)) == sorted([file, body["backup"]] + [n + ".bak-20260101000000"
+                                                                          for n in side_files])
+    # the page after it: the applied matches and legend, now stored, no pending manual edit
+    _, node = api.get("/api/node", side="NPU", node=mul, **q)
+    assert node["counterpart"] == add and node["matched"] is True
+    _, kids = api.get("/api/children", side="NPU", node="Module.layers.1.Block.forward.0", **q)
+    shown = {c["name"]: c for c in kids["children"]}[mul]
+    assert shown["matched"] is True and "manual" not in shown
+    _, node = api.get("/api/node", side="NPU", node=head, **q)
+    assert node["counterpart"] is None and node["matched"] is False
+    _, legend = api.get("/api/legend", run=run, file=file)
+    assert legend == {"node_colors": edited["node_colors"], "edited": False}
+    _, matches = api.get("/api/matches", **q)
+    assert matches["matches"] == {} and matches["unmatched"] == []
+
+
+    assert api.post("/api/match", dict(q, debug=FC0, bench=ACT1))[0] == 200      # a new edit applies again
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200 and body["backup"] == f"{file}.bak-20260101000001" and body["nodes_updated"] >= 2, body
+    assert _partner(api, q, "NPU", FC0) == (ACT1, True)
+
+    # edits the database holds already (the first match made again): nothing written, no backup
+    assert api.post("/api/match", dict(q, debug=mul, bench=add))[0] == 200
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200 and body == {"backup": None, "nodes_updated": 0, "legend": False,
+                                      "side_files": [f"{tag}_0_0.vis.config"]}, body
+    assert not (folder / f"{tag}_0_0.vis.config").exists()
+    assert len([n for n in os.listdir(folder) if n.startswith(f"{file}.bak-")]) == 2
+    assert api.post("/api/apply", dict(run=run, file=file))[0] == 409
+
+
+def test_reapplying_edits_the_database_holds_updates_no_node(api, logdir, monkeypatch):
+    """An apply rewrote the row of every node its side files pair manually or leave without a counterpart,
+    whether or not the database held it already: the same edits applied again reported `nodes_updated: 3` here
+    (the manual pair's two nodes and the unmatched one), with a backup each time. Only rows that change are
+    written and counted; when none does, nothing is written or backed up."""
+    import types
+
+    from tbprobe.tb_plugin import edits
+
+    stamps = iter(f"2026010100000{i}" for i in range(10))
+    monkeypatch.setattr(edits, "time", types.SimpleNamespace(strftime=lambda fmt: next(stamps)))
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0)
+    made = []
+    for _ in range(2):
+        api.post("/api/match", dict(q, debug="Tensor.__mul__.1.forward", bench="Tensor.__add__.1.forward"))
+        api.post("/api/unmatch", dict(q, debug="Module.layers.0.Block.forward.0"))
+        status, body = api.post("/api/apply", dict(run=run, file=file))
+        assert status == 200, body
+        made.append((body["nodes_updated"], body["backup"]))
+    assert made[0][0] == 5 and made[0][1] and made[1] == (0, None), made
+    assert len([n for n in os.listdir(logdir / run) if n.startswith(f"{file}.bak-")]) == 1
+
+
 def _legend(**over):
     colors = {"#FFFCF3": {"value": [0, 0.3], "accuracy_level": "pass"},
               "#FFDC7F": {"value": [0.3, 0.6], "accuracy_level": "warning"},

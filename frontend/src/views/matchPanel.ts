@@ -165,10 +165,13 @@ export class MatchPanel {
     try {
       const k = this.ctx.graphKey();
       await this.ctx.api.apply({ run: k.run, file: k.file });
+      // the edits are the database's now (their side files retired): the graph shows them as stored matches
+      // and the count of manual matches still to apply drops to what is left
       await this.graph.reloadKeepingView();
     } catch (e) {
       this.ctx.error(e);
     }
+    await this.load();
   }
 }
 

@@ -144,7 +144,26 @@ import sys
 sys.modules["tbprobe"] = None          # (import tbprobe now raises ImportError)
 import torch
 model = torch.load(sys.argv[1], weights_only=False)
+seen = []
+for sub in model:   # the user's own hooks on the loaded model: new ids, which took the copied hooks' ones
+    sub.register_forward_hook(lambda mod, args, out: seen.append(type(mod).__name__))
 print(float(model(torch.ones(1, 4)).sum().detach()))
+assert seen == ["Linear", "ReLU", "Linear"], seen
+"""
+
+# the checkpoint resumed under tbprobe in a fresh process (hook ids from 0 again)
+_RESUME_WITH_TBPROBE = """
+import sys
+import torch
+from tbprobe import PrecisionDebugger
+model = torch.load(sys.argv[1], weights_only=False)
+model[0].register_forward_hook(lambda mod, args, out: None)   # (a user's hook: tbprobe ends the call before it)
+dbg = PrecisionDebugger(dump_path=sys.argv[2], task="statistics", level="L0", step=[0])
+dbg.start(model=model)
+model(torch.ones(1, 4)).sum().backward()
+dbg.stop()
+dbg.step()
+print(dbg.hook_errors)
 """
 
 
@@ -158,7 +177,15 @@ def test_a_model_hooked_by_start_can_be_saved_whole_and_deep_copied(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     dbg = make_debugger(tmp_path, level="L0", steps=1)
-    dbg.start(model=model)
+    # the ids a fresh process gives its first hooks, as the checkpoint of a script's first model has them (here
+    # they would be past every id the loading process gives: no clash to see)
+    from torch.utils.hooks import RemovableHandle
+
+    given, RemovableHandle.next_id = RemovableHandle.next_id, 0
+    try:
+        dbg.start(model=model)
+    finally:
+        RemovableHandle.next_id = max(given, RemovableHandle.next_id)
     model(torch.ones(1, 4)).sum().backward()
     path = str(tmp_path / "model.pt")
     torch.save(model, path)
@@ -174,3 +201,10 @@ def test_a_model_hooked_by_start_can_be_saved_whole_and_deep_copied(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert float(proc.stdout.strip()) == float(model(torch.ones(1, 4)).sum().detach())
+    # resumed and hooked again in a fresh process: a new hook took a copied hook's id and was called with that
+    # one's kwargs signature (a TypeError in the user's first forward)
+    proc = subprocess.run([sys.executable, "-c", _RESUME_WITH_TBPROBE, path, str(tmp_path / "resumed")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stderr[-2000:]
+    with open(os.path.join(rank_dirs(str(tmp_path / "resumed"))[0], "dump.json")) as f:
+        assert "Module.0.Linear.forward.0" in json.load(f)["data"]

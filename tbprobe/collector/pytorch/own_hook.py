@@ -7,23 +7,33 @@ recorded under the original's names. A hook made by own_hook is a functools.part
 on the hook path) that pickles and copies as a hook doing nothing, made of the standard library alone (a
 checkpoint saved during collection loads where tbprobe is not installed): the copy is not the model that
 start() was given.
+
+The copied hook keeps its place, and its id, in the module's hook dicts, and with it its entries in
+`_forward_hooks_with_kwargs` / `_forward_hooks_always_called`. A fresh process numbers hooks from 0 again: a hook
+the user (or tbprobe) put on the loaded model later could get a copied hook's id, and torch called it with that
+hook's kwargs signature (a TypeError in the user's forward). So the copy also carries a RemovableHandle of the
+highest id given out so far: unpickling one moves torch's hook counter past it (torch.utils.hooks.RemovableHandle's
+own __setstate__), and no later hook takes an id in use.
 """
 import functools
 import sys
+from collections import OrderedDict
 from typing import Any, Callable
 
-__all__ = ["own_hook"]
+from torch.utils.hooks import RemovableHandle
 
-# what a copied hook becomes: sys.audit(event, *args) returns None for any arguments (a pre-hook or forward hook
-# returning None leaves the call as it is), and does nothing unless an audit hook is installed
-_INERT = (functools.partial, (sys.audit, "tbprobe.copied_hook"))
+__all__ = ["own_hook"]
 
 
 class _OwnHook(functools.partial):
     __slots__ = ()
 
     def __reduce__(self) -> tuple:   # (copy.deepcopy and copy.copy take it too)
-        return _INERT
+        # what a copied hook becomes: sys.audit(event, *args) returns None for any arguments (a pre-hook or
+        # forward hook returning None leaves the call as it is), and does nothing unless an audit hook is
+        # installed; the handle (a dead one: no dict) is only there to be unpickled
+        last = RemovableHandle(OrderedDict())   # (the next id: past every hook's so far)
+        return functools.partial, (sys.audit, "tbprobe.copied_hook", last)
 
 
 def own_hook(fn: Callable, *args: Any) -> Callable:

@@ -97,7 +97,7 @@ class _Raises(torch.nn.Module):
     def forward(self, x):
         y = self.lin(x)
         if self.fail:
-            raise ValueError("the user's own error")
+            raise self.fail if isinstance(self.fail, BaseException) else ValueError("the user's own error")
         return y
 
 
@@ -168,6 +168,41 @@ def test_a_forward_that_raises_leaves_no_stale_parent(tmp_path):
     assert sorted(data["Module.b._Raises.forward.0"]) == ["input_args", "input_kwargs"]
     assert data["Module.b._Raises.forward.0"]["input_args"][0]["shape"] == [2, 4]
     assert "output" in data["Module.b._Raises.forward.1"]
+    assert dbg.hook_errors == 0
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_forward_cut_short_by_a_ctrl_c_leaves_no_parent_that_is_not_there(tmp_path, level):
+    """A KeyboardInterrupt raised inside a module's forward, caught by the user within the step: torch runs no
+    forward hook then (always_call covers an Exception alone), so the call never ended. The calls after it hung
+    under a node construct.json did not have, forward and backward, and its input's tensor file had no record. It
+    gets the record of a call that raised now, inputs alone, as msprobe keeps it (the calls after it stay under it,
+    as in msprobe: nothing tells a call cut short from one still running until the step ends)."""
+    torch.manual_seed(0)
+    model, x = _Mixed(), torch.randn(2, 4)
+    dbg = make_debugger(tmp_path, level=level, steps=1, task="tensor")
+    dbg.start(model=model)
+    model.b.fail = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        model(x)
+    model.b.fail = False
+    model(x).sum().backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    rank = rank_dirs(str(tmp_path / "dump"))[0]
+    construct = json.load(open(os.path.join(rank, "construct.json")))
+    data = json.load(open(os.path.join(rank, "dump.json")))["data"]
+    named = {p for p in construct.values() if p is not None and p not in ("optimizer", "clip_grad")}
+    assert named <= set(construct), named - set(construct)
+    assert sorted(data["Module.b._Raises.forward.0"]) == ["input_args", "input_kwargs"]
+    saved = {n for n in os.listdir(os.path.join(rank, "dump_tensor_data"))}
+    linked = {v["data_name"] for rec in data.values() for side in rec.values() if isinstance(side, list)
+              for v in side if isinstance(v, dict) and "data_name" in v}
+    linked |= {v["data_name"] for rec in data.values() for side in rec.values() if isinstance(side, dict)
+               for v in side.values() if isinstance(v, dict) and "data_name" in v}
+    assert saved == linked, saved ^ linked
     assert dbg.hook_errors == 0
 
 

@@ -266,6 +266,7 @@ class PrecisionDebugger:
             try:
                 if self._modules is not None:
                     self._modules.flush_partial()   # (a pass whose end the engine did not report)
+                    self._modules.end_open_calls()   # (a forward a KeyboardInterrupt cut short)
                 if self._dist is not None:
                     self._dist.settle(step_end=True)   # asynchronous collectives completed since stop()
                 record, values = self.session.end_step()

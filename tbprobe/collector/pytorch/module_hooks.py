@@ -13,7 +13,7 @@ import torch
 from tbprobe.collector._cstats import untrack_tree
 from tbprobe.collector.pytorch.own_hook import own_hook
 from tbprobe.collector.pytorch.param_grads import ParamGrads, parameter_items, params_changed
-from tbprobe.collector.pytorch.session import Session, flatten_tensors
+from tbprobe.collector.pytorch.session import PSEUDO_PARENTS, Session, flatten_tensors
 
 __all__ = ["ModuleHooks", "model_problem"]
 
@@ -208,6 +208,29 @@ class ModuleHooks:
             pg.listed = False
             pg.pending = {}
         self.partial = []
+
+    def end_open_calls(self) -> None:
+        """At the step's end: the calls whose forward never returned and whose post-hook never ran (a
+        KeyboardInterrupt, or another BaseException: torch runs always_call hooks on an Exception alone). They get
+        the record of a call that raised, inputs alone, as msprobe keeps them: the calls after them hung under a
+        node that construct.json did not have, forward and backward, and a task tensor input's file had no record.
+        (Those calls stay under the interrupted one, as in msprobe: nothing tells a call cut short from one that
+        is still running until the step ends.)"""
+        s = self.session
+        open_calls = [c for calls in self._calls.values() for c in calls if not c.ended]
+        self._calls = {}
+        if not open_calls:
+            return
+        referenced = set(s.record.construct.values())
+        for call in open_calls:
+            s.record.add_construct(call.name, call.parent)
+            if s.record_data(call.name):
+                s.add_entry(call.name, {"input_args": call.args_items, "input_kwargs": call.kwargs_items})
+            twin = call.name.replace(".forward.", ".backward.")
+            if twin in referenced:   # (a later call's backward hangs under this call's, which never ran)
+                parent = call.parent
+                s.record.add_construct(twin, parent.replace(".forward.", ".backward.") if parent and
+                                       parent not in PSEUDO_PARENTS else None)
 
     def detach(self) -> None:
         for h in self.handles:

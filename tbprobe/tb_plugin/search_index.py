@@ -7,8 +7,9 @@ before they run: a length limit, no back-references, no nested unbounded repeats
 exponentially), no counts that lay out more than 4096 characters (the engine expands a{100000000} as it compiles:
 the server's whole memory), and each is matched against one name at a time (names are short). They run on the `regex`
 package's engine, which takes a deadline and lets go of the GIL while it matches: what the checks cannot foresee
-(`(.|.)*!`, `.*.*.*.*.*.*!`, which `re` ran for minutes holding the GIL, every request of the server stalled) is a
-400 after at most two seconds, other requests answered meanwhile.
+(`(.|.)*!` over names holding a `!`, `(.|.)*\\d$` over names not ending in a digit, which `re` ran for minutes
+holding the GIL, every request of the server stalled) is a 400 after at most two seconds, other requests answered
+meanwhile.
 """
 import re
 import threading

@@ -2,6 +2,7 @@
 import csv
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -231,3 +232,17 @@ def test_metric_values_agree_between_the_sql_and_the_row_paths(api, logdir, case
                 assert got[name] == pytest.approx(want[name])
         assert all(set(i["metrics"]) <= {metric} for i in one["items"])
     assert api.get("/api/filter", metric="Bogus", **q)[0] == 400
+
+
+def test_the_documented_costly_pattern_is_refused_by_the_deadline(api, logdir):
+    """docs/http_api.md names a pattern that backtracks without a nested repeat and is a 400 by the deadline. It
+    said `(.|.)*!`, which answered 200 at once: its literal `!` is in no name, so no name is matched at all. The
+    example it names now is run here against a real graph's names."""
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "http_api.md"), encoding="utf-8").read()
+    found = re.search(r"backtracks without a nested repeat, `([^`]+)`", doc)
+    assert found, "the /api/search row no longer gives the example"
+    run, file = db_file(logdir, "cmp_stat")
+    status, body = api.get("/api/search", run=run, file=file, step=0, rank=0, side="NPU", q=found.group(1), regex=1)
+    assert status == 400 and "ran past" in body["error"], (found.group(1), status, body)
+    # (and the old example really is answered, as the doc now says)
+    assert api.get("/api/search", run=run, file=file, step=0, rank=0, side="NPU", q="(.|.)*!", regex=1)[0] == 200

@@ -82,3 +82,33 @@ describe("filter results", () => {
     expect(li.querySelector(".ga-metrics")!.textContent).toContain("Max diff=");
   });
 });
+
+describe("filter result metrics", () => {
+  const panelWith = async (items: unknown[]) => {
+    const filter = async () => ({ total: items.length, items });
+    const ctx = {
+      api: { search: async () => ({ total: 0, items: [] }), matches: async () => ({ matches: {} }), filter },
+      store: new Store({ ...defaultState(), precisionFilter: ["error"] }),
+      meta: () => ({ sides: ["NPU"], graph_type: "compare" }), sideKey: (side: string) => ({ side }),
+      graphKey: () => ({}), legend: () => ({}), error: vi.fn(), clearError: vi.fn(),
+    } as unknown as AppContext;
+    const panel = new SidePanel(ctx, { setHighlights: () => undefined } as unknown as GraphView);
+    panel.load();
+    await vi.waitFor(() => expect(panel.el.querySelectorAll("[data-testid=filter-result]").length).toBe(items.length));
+    return [...panel.el.querySelectorAll("[data-testid=filter-result-metrics]")].map((m) => m.textContent);
+  };
+
+  it("say they are the output's, keep the sign and show NaN as nan (an all-NaN output read Max diff=0)", async () => {
+    const texts = await panelWith([
+      { name: "Tensor.__add__.3.forward", precision: 1,
+        metrics: { "Max diff": "nan", "Min diff": "nan", "Mean diff": "nan" } },
+      { name: "Torch.log.0.forward", precision: 1, metrics: { "Max diff": 0.9709, "Min diff": -0.968, "Mean diff": -0.0042 } },
+      { name: "Module.fc.Linear.parameters_grad.0", precision: 1, metrics: { "Max diff": -0.5 } },
+    ]);
+    expect(texts).toEqual([
+      "output: Max diff=nan  Min diff=nan  Mean diff=nan",
+      "output: Max diff=0.9709  Min diff=-0.968  Mean diff=-0.0042",
+      "gradients: Max diff=-0.5",
+    ]);
+  });
+});

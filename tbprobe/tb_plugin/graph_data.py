@@ -23,7 +23,7 @@ from tbprobe.tb_plugin.graph_index import (
     precision_class,
     precision_classes,
 )
-from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, DbGraphFile, row_metrics
+from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, DbGraphFile, MetricValue, metric_sort_key, row_metrics
 from tbprobe.tb_plugin.manual_match import Overlay
 from tbprobe.tb_plugin.node_detail import detail, split_params
 from tbprobe.tb_plugin.side_files import SideFiles, matches_name
@@ -285,7 +285,9 @@ class GraphData:
             if sort not in METRIC_FIELDS:
                 raise ApiError(400, f"unknown sort {sort!r}: use order, precision, name or one of {', '.join(METRIC_FIELDS)}")
             table = self._metrics(gf, step, rank, side, (sort,))
-            hits = _sorted_missing_last(hits.tolist(), lambda i: table.get(idx.names[i], {}).get(sort), desc)
+            # (by magnitude, NaN above an infinity above the rest: metric_sort_key)
+            hits = _sorted_missing_last(hits.tolist(),
+                                        lambda i: metric_sort_key(table.get(idx.names[i], {}).get(sort)), desc)
         else:
             hits = hits[::-1] if desc else hits
         hits = list(hits)
@@ -298,7 +300,7 @@ class GraphData:
             table = {}
             for i in page:
                 row = gf.node(step, rank, side, idx.names[i])
-                table[idx.names[i]] = row_metrics(row.get("input_data"), row.get("output_data"))
+                table[idx.names[i]] = row_metrics(idx.names[i], row.get("input_data"), row.get("output_data"))
         items = []
         for i in page:
             item = _short(idx, i, over)
@@ -306,7 +308,7 @@ class GraphData:
             items.append(item)
         return {"total": len(hits), "offset": offset, "items": items}
 
-    def _metrics(self, gf, step, rank, side, fields) -> Dict[str, Dict[str, float]]:
+    def _metrics(self, gf, step, rank, side, fields) -> Dict[str, Dict[str, MetricValue]]:
         """Metric values of every node for ``fields``, computed once per (graph, metric) and cached."""
         with gf.derived_lock:
             cached = {f: gf.derived.get(("metric", step, rank, side, f)) for f in fields}
@@ -317,7 +319,7 @@ class GraphData:
                 for f in missing:
                     cached[f] = {name: m[f] for name, m in table.items() if f in m}
                     gf.derived[("metric", step, rank, side, f)] = cached[f]
-        out: Dict[str, Dict[str, float]] = {}
+        out: Dict[str, Dict[str, MetricValue]] = {}
         for f, values in cached.items():
             for name, value in values.items():
                 out.setdefault(name, {})[f] = value

@@ -9,18 +9,20 @@ import json
 import logging
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from tbprobe.tb_plugin import index_cache, light_graph
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import GraphIndex
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 
-__all__ = ["DbGraphFile", "derived_estimate", "loads_or", "row_metrics", "METRIC_FIELDS"]
+__all__ = ["DbGraphFile", "derived_estimate", "loads_or", "row_metrics", "metric_sort_key", "MetricValue",
+           "METRIC_FIELDS", "LOWER_IS_WORSE"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,33 +61,93 @@ def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _abs_number(text) -> Optional[float]:
-    if text is None:
+# Metrics where a lower value is the worse one (a cosine similarity, the share of elements within 1/1000 or
+# 5/1000); for the others the value farthest from 0 is.
+LOWER_IS_WORSE = ("Cosine", "One Thousandth Err Ratio", "Five Thousandths Err Ratio")
+_NAN_TEXTS = ("nan", "+nan", "-nan")
+_INF_TEXTS = ("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
+_NUMERIC_TEXT = re.compile(r"^[-+.0-9eE]*[0-9][-+.0-9eE]*$")
+
+MetricValue = Union[float, str]
+
+
+def metric_number(value) -> Optional[float]:
+    """A stored metric as a float, signed as stored ("14.2%" -> 14.2, "nan" -> nan, "-inf" -> -inf); None for
+    text that is no number ("N/A", a shape). The same texts as metric_table's SQL reads."""
+    if isinstance(value, bool) or value is None:
         return None
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        try:
-            value = float(str(text).strip().rstrip("%"))
-        except ValueError:
-            return None
-    return abs(value) if math.isfinite(value) else None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().rstrip("%").strip()
+    low = text.lower()
+    if low in _NAN_TEXTS:
+        return float("nan")
+    if low in _INF_TEXTS:
+        return float("-inf") if low.startswith("-") else float("inf")
+    if not _NUMERIC_TEXT.match(text):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
-def row_metrics(*sources) -> Dict[str, float]:
-    """The largest absolute value of each metric over the items of decoded input_data/output_data columns."""
-    out: Dict[str, float] = {}
-    for source in sources:
-        if not isinstance(source, dict):
-            continue
-        for item in source.values():
-            if not isinstance(item, dict):
+def _severity(key: str, value: float) -> tuple:
+    """How bad a metric value is, comparable across the values of one metric: NaN worst, then an infinity, then the
+    value farthest from 0 (the lowest, for LOWER_IS_WORSE metrics)."""
+    if value != value:
+        return (2, 0.0)
+    if math.isinf(value):
+        return (1, 0.0)
+    return (0, -value if key in LOWER_IS_WORSE else abs(value))
+
+
+def metric_json(value: float) -> MetricValue:
+    """A metric value for a JSON answer: a number, or "nan", "inf", "-inf" (JSON has no literal for them)."""
+    if value != value:
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def metric_sort_key(value) -> Optional[tuple]:
+    """The key /api/filter sorts a metric by: its magnitude, NaN above an infinity above every finite value."""
+    number = metric_number(value)
+    if number is None:
+        return None
+    if number != number:
+        return (2, 0.0)
+    if math.isinf(number):
+        return (1, 0.0)
+    return (0, abs(number))
+
+
+def _result_items(name: str, input_data, output_data) -> list:
+    """The items that hold a node's own result: its outputs; for a parameters_grad node, which has none, its
+    gradients (stored with the inputs)."""
+    source = output_data if isinstance(output_data, dict) and output_data else None
+    if source is None and ".parameters_grad." in name and isinstance(input_data, dict):
+        source = input_data
+    return [v for v in (source or {}).values() if isinstance(v, dict)]
+
+
+def row_metrics(name: str, input_data, output_data, fields=METRIC_FIELDS) -> Dict[str, MetricValue]:
+    """The node's worst output figure of each metric (decoded input_data/output_data columns), signed as stored,
+    NaN and infinities as "nan", "inf", "-inf": the value of the output farthest from 0, NaN before an infinity
+    before any finite value (for LOWER_IS_WORSE metrics the lowest). A parameters_grad node, without outputs, by
+    its gradients. Inputs never count: an input's difference was carried in (a node whose output is NaN showed
+    its input's Max diff, unsigned)."""
+    worst: Dict[str, Tuple[tuple, float]] = {}
+    for item in _result_items(name, input_data, output_data):
+        for key in fields:
+            value = metric_number(item.get(key))
+            if value is None:
                 continue
-            for key in METRIC_FIELDS:
-                value = _abs_number(item.get(key))
-                if value is not None and value > out.get(key, -1.0):
-                    out[key] = value
-    return out
+            sev = _severity(key, value)
+            if key not in worst or sev > worst[key][0]:
+                worst[key] = (sev, value)
+    return {key: metric_json(worst[key][1]) for key in fields if key in worst}
 
 
 _SCAN_CHUNK = 4096
@@ -478,37 +540,46 @@ class DbGraphFile:
             if inp or outp:
                 yield name, order, loads_or(inp, {}), loads_or(outp, {})
 
-    def metric_table(self, step: int, rank: int, side: str, fields=METRIC_FIELDS) -> Dict[str, Dict[str, float]]:
-        """node name -> {metric: largest absolute value over its inputs/outputs/parameters} for ``fields``.
+    def metric_table(self, step: int, rank: int, side: str, fields=METRIC_FIELDS) -> Dict[str, Dict[str, MetricValue]]:
+        """node name -> {metric: its worst output figure} for ``fields``, as row_metrics gives it for one row.
 
-        All in SQLite (json_tree walks each JSON text once, in C; numbers are parsed in SQL): text such as
-        ``nan``, ``inf`` or ``N/A`` gives no value, ``14.2%`` gives 14.2.
+        All in SQLite (json_tree walks each JSON text once, in C; numbers are parsed in SQL): MAX over a severity
+        (text sorts above every number in SQLite, so "b" for NaN above "a" for an infinity above the finite
+        values' magnitudes) picks each metric's worst output, and the bare ``t.atom`` is that output's value as
+        stored (SQLite takes a bare column from the row of the single MAX). ``14.2%`` gives 14.2; text such as
+        ``N/A`` gives no value. parameters_grad nodes, which have no outputs, are read by their gradients.
         """
-        out: Dict[str, Dict[str, float]] = {}
+        out: Dict[str, Dict[str, MetricValue]] = {}
         marks = ",".join("?" * len(fields))
-        number = ("CASE WHEN t.type IN ('integer', 'real') THEN abs(t.atom)"
-                  " WHEN t.type = 'text' AND rtrim(trim(t.atom), '%') GLOB '*[0-9]*'"
-                  " AND NOT rtrim(trim(t.atom), '%') GLOB '*[^-+.0-9eE]*'"
-                  " THEN abs(CAST(rtrim(trim(t.atom), '%') AS REAL)) END")
+        text = "trim(rtrim(trim(t.atom), '%'))"
+        number = (f"CASE WHEN t.type IN ('integer', 'real') THEN t.atom"
+                  f" WHEN t.type = 'text' AND {text} GLOB '*[0-9]*' AND NOT {text} GLOB '*[^-+.0-9eE]*'"
+                  f" THEN CAST({text} AS REAL) END")
+        quoted = lambda values: ",".join(f"'{v}'" for v in values)  # noqa: E731 - fixed names, no user text
+        severity = (f"CASE WHEN t.type = 'text' AND lower({text}) IN ({quoted(_NAN_TEXTS)}) THEN 'b'"
+                    f" WHEN t.type = 'text' AND lower({text}) IN ({quoted(_INF_TEXTS)}) THEN 'a'"
+                    f" WHEN t.key IN ({quoted(LOWER_IS_WORSE)}) THEN -({number}) ELSE abs({number}) END")
+        # (a parameters_grad node's gradients are stored with its inputs, and it has no outputs)
+        grads = ("instr(n.node_name, '.parameters_grad.') > 0"
+                 " AND (n.output_data IS NULL OR trim(n.output_data) IN ('', '{}', 'null'))")
         with self._conn() as conn:
-            for column in ("input_data", "output_data"):
+            for column, where in (("output_data", ""), ("input_data", f" AND {grads}")):
                 rows = None
                 # A malformed JSON text anywhere makes json_tree raise: then use the query that checks each text.
                 for source in (f"n.{column}", f"CASE WHEN json_valid(n.{column}) THEN n.{column} ELSE '{{}}' END"):
-                    sql = (f"SELECT n.node_name, t.key, MAX({number}) FROM tb_nodes n, json_tree({source}) t"
-                           f" WHERE n.step = ? AND n.rank = ? AND n.data_source = ? AND t.key IN ({marks})"
+                    sql = (f"SELECT n.node_name, t.key, MAX({severity}), t.atom"
+                           f" FROM tb_nodes n, json_tree({source}) t"
+                           f" WHERE n.step = ? AND n.rank = ? AND n.data_source = ?{where} AND t.key IN ({marks})"
                            " GROUP BY n.node_order, t.key")
                     try:
                         rows = conn.execute(sql, (step, rank, side, *fields)).fetchall()
                         break
                     except sqlite3.OperationalError:
                         continue
-                for name, key, value in rows or ():
-                    if value is None or not math.isfinite(value):
-                        continue
-                    metrics = out.setdefault(name, {})
-                    if key not in metrics or value > metrics[key]:
-                        metrics[key] = value
+                for name, key, worst, atom in rows or ():
+                    value = metric_number(atom) if worst is not None else None
+                    if value is not None:
+                        out.setdefault(name, {})[key] = metric_json(value)
         return out
 
     def data_flow(self, step: int, rank: int, side: str, name: str) -> Optional[Dict[str, List[dict]]]:

@@ -10,7 +10,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import GraphIndex
-from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, _abs_number, derived_estimate
+from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, MetricValue, derived_estimate, row_metrics
 
 __all__ = ["VisGraphFile", "MAX_VIS_BYTES"]
 
@@ -143,18 +143,13 @@ class VisGraphFile:
             if node.get("input_data") or node.get("output_data"):
                 yield name, order, node.get("input_data") or {}, node.get("output_data") or {}
 
-    def metric_table(self, step: int, rank: int, side: str, fields=METRIC_FIELDS) -> Dict[str, Dict[str, float]]:
-        out: Dict[str, Dict[str, float]] = {}
+    def metric_table(self, step: int, rank: int, side: str, fields=METRIC_FIELDS) -> Dict[str, Dict[str, MetricValue]]:
+        """node name -> {metric: its worst output figure} (graph_store.row_metrics, as for a database)."""
+        out: Dict[str, Dict[str, MetricValue]] = {}
         for name, _, inp, outp in self.data_rows(step, rank, side):
-            for source in (inp, outp):
-                for item in source.values():
-                    if not isinstance(item, dict):
-                        continue
-                    for key in fields:
-                        value = _abs_number(item.get(key))
-                        if value is not None:
-                            metrics = out.setdefault(name, {})
-                            metrics[key] = max(value, metrics.get(key, value))
+            metrics = row_metrics(name, inp, outp, fields)
+            if metrics:
+                out[name] = metrics
         return out
 
     def prefetch(self, step: int, rank: int, sides) -> None:

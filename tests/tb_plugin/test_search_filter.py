@@ -168,9 +168,10 @@ def test_overflow_filter_and_sorting(api, logdir):
     _, by_metric = api.get("/api/filter", run=run, file=file, step=0, rank=0, sort="Max diff", desc=1, limit=5)
     values = [i["metrics"].get("Max diff") for i in by_metric["items"]]
     assert values[0] is not None and values == sorted(values, key=abs, reverse=True)
-    all_diffs = []
-    for (inp, out) in sql(logdir / run / file, "SELECT input_data, output_data FROM tb_nodes WHERE data_source='NPU'"):
-        for text in (inp, out):
+    all_diffs = []   # (a node's metrics are its outputs' figures; a parameters_grad node's, its gradients')
+    for (name, inp, out) in sql(logdir / run / file, "SELECT node_name, input_data, output_data FROM tb_nodes"
+                                                     " WHERE data_source='NPU'"):
+        for text in ((inp,) if ".parameters_grad." in name else (out,)):
             for item in json.loads(text or "{}").values():
                 if "Max diff" in item:
                     try:

@@ -139,13 +139,16 @@ export interface DataFlow {
   feeds_truncated: boolean;
 }
 
+export type MetricValue = number | string;
+
 export interface ListItem {
   name: string;
   path?: string[];
   type: number;
   precision: number | null;
   overflow: OverflowLevel | null;
-  metrics?: Record<string, number>;
+  /** the node's worst output figure of each metric, signed as stored; NaN and infinities as "nan", "inf", "-inf" */
+  metrics?: Record<string, MetricValue>;
 }
 
 export interface ListResponse {

@@ -99,6 +99,9 @@ export const en = {
   liveStepDropped: "Step {old} is no longer in the live graph (it keeps the last steps only): showing step {new}, the newest.",
   fileSkipped: "{bad} could not be opened ({why}): showing {good}.",
   close: "close",
+  worstOutput: "output",
+  worstGradient: "gradients",
+  worstOutputTitle: "The node's worst output figure of each metric, signed as stored (inputs do not count: their differences came in)",
 } as const;
 
 export type MessageKey = keyof typeof en;

@@ -100,5 +100,8 @@ export const zh: Record<MessageKey, string> = {
   typeApiCollection: "API 集合",
   liveStepDropped: "实时图已不再包含第 {old} 步（只保留最近的若干步）：显示最新的第 {new} 步。",
   fileSkipped: "无法打开 {bad}（{why}）：改为显示 {good}。",
+  worstOutput: "输出",
+  worstGradient: "梯度",
+  worstOutputTitle: "节点输出中各指标的最差值，保留原符号（不计输入：输入的差异来自上游）",
   close: "关闭",
 };

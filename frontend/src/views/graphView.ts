@@ -9,6 +9,7 @@ import type { AppContext } from "./context";
 import { DetailsView } from "./details";
 import { clear, el, option } from "./dom";
 import { GraphPane, type PaneHost } from "./graphPane";
+import { metricMagnitude } from "./format";
 import { makeColouring, type Colouring } from "./paint";
 import { SidePanel } from "./sidePanel";
 
@@ -157,8 +158,9 @@ export class GraphView {
       const resp = await this.ctx.api.allFiltered(this.ctx.sideKey("NPU"), { metric });
       const values = new Map<string, number>();
       for (const it of resp.items) {
-        const v = it.metrics?.[metric];
-        if (typeof v === "number" && !Number.isNaN(v)) values.set(it.name, Math.abs(v));
+        // (a NaN or infinite output takes the scale's worst colour: it was left uncoloured)
+        const v = metricMagnitude(it.metrics?.[metric]);
+        if (v !== null) values.set(it.name, v);
       }
       this.metricValues = values;
       this.metricScaleValue = logScale(values.values());

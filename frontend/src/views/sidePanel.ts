@@ -193,10 +193,14 @@ export class SidePanel {
         el("span", { class: "ga-item-name", text: it.name }));
       if (it.overflow) li.append(el("span", { class: `ga-badge ga-o-${it.overflow}`, text: it.overflow }));
       // On a line of their own, under the name: beside it they filled the row and left 1-2 letters of the name.
+      // They are the node's worst output figures (a parameters_grad node's: its gradients), signed, NaN as "nan",
+      // and say so: they were read as the node's own while they were its input's.
       const metrics = Object.entries(it.metrics ?? {}).filter(([k]) => isMetricName(k));
       if (metrics.length) {
-        const text = metrics.slice(0, 3).map(([k, v]) => `${k}=${formatMetric(v)}`).join("  ");
-        li.append(el("span", { class: "ga-metrics ga-muted", testid: `${testid}-metrics`, text, title: text }));
+        const of = it.name.includes(".parameters_grad.") ? t("worstGradient") : t("worstOutput");
+        const text = `${of}: ` + metrics.slice(0, 3).map(([k, v]) => `${k}=${formatMetric(v)}`).join("  ");
+        li.append(el("span", { class: "ga-metrics ga-muted", testid: `${testid}-metrics`, text,
+          title: `${t("worstOutputTitle")}\n${metrics.map(([k, v]) => `${k}=${formatMetric(v)}`).join("\n")}` }));
       }
       li.addEventListener("click", () => void this.ctx.goToNode(side, it.name));
       list.append(li);

@@ -42,6 +42,20 @@ def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]
     output diverges (a precision error, or an output NormRelativeErr past the error rule's 50 % that the rule did
     not flag because a parameter differs too) while its inputs still pass; falls back to the earliest error, then
     to the earliest diverging node."""
+    return _first_divergence(graph, mode)[0]
+
+
+# Why first_divergence chose its node (findings_rows' detail "rule"): its compared inputs all pass; the inputs that
+# fail are where the difference enters (a non-tensor argument, a weight passed as an argument); or, no node being
+# either, the earliest error, else the earliest node whose output diverges.
+RULE_INPUTS_PASS = "inputs_pass"
+RULE_DIFFERENCE_ENTERS = "difference_enters"
+RULE_EARLIEST_ERROR = "earliest_error"
+RULE_EARLIEST_DIVERGING = "earliest_diverging"
+
+
+def _first_divergence(graph: Graph, mode: Optional[str] = None) -> Tuple[Optional[Node], Optional[str]]:
+    """(first_divergence's node, the rule that chose it: one of the RULE_ names), (None, None) when none."""
     limit = _TENSOR_DIVERGES if graph.task == "tensor" else _STATS_DIVERGES
 
     def diverges(n: Node) -> bool:
@@ -59,10 +73,14 @@ def first_divergence(graph: Graph, mode: Optional[str] = None) -> Optional[Node]
     diverging = [n for n in ordered if diverges(n)]
     earlier = _EarlierOutputs(ordered, mode or graph.task)
     for node in diverging:
-        if node.inputs_ok or _nothing_carried_in(graph, node, mode or graph.task, earlier):
-            return node
+        if node.inputs_ok:
+            return node, RULE_INPUTS_PASS
+        if _nothing_carried_in(graph, node, mode or graph.task, earlier):
+            return node, RULE_DIFFERENCE_ENTERS
     errors = [n for n in diverging if n.precision == 1]
-    return (errors or diverging or [None])[0]
+    if errors:
+        return errors[0], RULE_EARLIEST_ERROR
+    return (diverging[0], RULE_EARLIEST_DIVERGING) if diverging else (None, None)
 
 
 _SAME_SUM = 1e-4   # Mean and Norm of a reshaped copy are summed in another order: equal to about float32's digits
@@ -230,10 +248,15 @@ def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple]
     rows = []
     summary: Dict[str, object] = {"first_divergence": None, "first_overflow": None,
                                   "first_divergence_order": None, "first_overflow_order": None}
-    div = first_divergence(graph, mode)
+    div, rule = _first_divergence(graph, mode)
     if div is not None:
+        # (rule, flagged, worst_output and enters: why it was chosen, for the plugin to say; files written before
+        # them lack them)
         detail = {"precision_index": div.precision, "path": div.path(), "traced_from": trace_back(graph, div),
-                  "matched": div.match.name if div.match is not None else None}
+                  "matched": div.match.name if div.match is not None else None,
+                  "rule": rule, "flagged": div.precision == 1,
+                  "worst_output": _worst_output(div, mode or graph.task),
+                  "enters": _entering(graph, div, mode or graph.task) if rule == RULE_DIFFERENCE_ENTERS else []}
         rows.append((graph.graph_id, "first_divergence", div.name, div.exec_order, json.dumps(detail)))
         summary["first_divergence"], summary["first_divergence_order"] = div.name, div.exec_order
     ovf = first_overflow(graph)
@@ -242,3 +265,28 @@ def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple]
         rows.append((graph.graph_id, "first_overflow", ovf.name, ovf.exec_order, json.dumps(detail)))
         summary["first_overflow"], summary["first_overflow_order"] = ovf.name, ovf.exec_order
     return rows, summary
+
+
+def _worst_output(node: Node, task: str) -> Optional[Dict[str, object]]:
+    """The node's worst output figure first_divergence judged it by: {"metric": "NormRelativeErr", "value": in
+    percent, as the rows write it} (statistics) or {"metric": "Cosine", "value": the lowest} (tensor); None
+    without one."""
+    if node.worst_metric is None:
+        return None
+    if task == "tensor":
+        return {"metric": "Cosine", "value": round(1.0 - node.worst_metric, 6)}
+    return {"metric": "NormRelativeErr", "value": round(100.0 * node.worst_metric, 6)}
+
+
+def _entering(graph: Graph, node: Node, mode: str) -> List[Dict[str, str]]:
+    """The failing inputs of a node chosen because the difference enters there: [{"slot", "kind"}], kind
+    "argument" (a non-tensor argument) or "leaf" (a tensor no recorded call made that trains: a weight passed as
+    an argument)."""
+    if node.match is None:
+        return []
+    from tbprobe.graph_builder.compare import failing_inputs
+    from tbprobe.graph_builder.items import is_tensor_item
+
+    failing = failing_inputs(node.name, node.entry if node.has_entry else None, node.match.name,
+                             node.match.entry if node.match.has_entry else None, mode)
+    return [{"slot": slot, "kind": "leaf" if is_tensor_item(item) else "argument"} for slot, item in failing]

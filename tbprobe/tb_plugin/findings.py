@@ -2,7 +2,7 @@
 overflow, in execution order. tbprobe's files store them (tbprobe_findings); for msprobe's files they are computed
 from the stored results, the first overflow by the graph builder's own rule (as for the bench side, which has no
 stored finding)."""
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -10,8 +10,9 @@ from tbprobe.graph_builder import rollup
 from tbprobe.graph_builder.model import Graph, Node
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import OVERFLOW_LEVELS, PRECISION_CLASSES, GraphIndex, precision_classes
+from tbprobe.tb_plugin.graph_store import metric_number, row_metrics
 
-__all__ = ["stored_finding", "first_divergence", "first_overflow"]
+__all__ = ["stored_finding", "first_divergence", "first_overflow", "divergence_why"]
 
 
 def stored_finding(idx: GraphIndex, found: Optional[dict]) -> Optional[dict]:
@@ -47,7 +48,8 @@ def first_divergence(idx: GraphIndex) -> Optional[dict]:
         best = best if best is not None else _earliest(idx, is_level)
         if best is not None:
             return {"name": idx.names[best], "order": best, "exec_order": int(idx.exec_order[best]),
-                    "precision": float(idx.precision[best]), "level": level, "path": idx.path(best)}
+                    "precision": float(idx.precision[best]), "level": level, "path": idx.path(best),
+                    "detail": {"rule": f"earliest_{level}"}}
     return None
 
 
@@ -129,3 +131,106 @@ def _typed_item(fields) -> Optional[dict]:
             except ValueError:
                 pass
     return item
+
+
+# An input, argument or parameter that no longer passes, by the graph builder's test (compare._input_fails): its
+# Result flagged, its NormRelativeErr at 10 % or its cosine under 0.99.
+_FAIL_NRE = 10.0
+_FAIL_COSINE = 0.99
+_RULES = ("inputs_pass", "difference_enters", "earliest_error", "earliest_diverging", "earliest_warning")
+
+
+def _fails(fields: dict) -> bool:
+    if str(fields.get("Result") or "").lower() in ("error", "warning"):
+        return True
+    nre = metric_number(fields.get("NormRelativeErr"))
+    cos = metric_number(fields.get("Cosine"))
+    return (nre is not None and not abs(nre) < _FAIL_NRE) or (cos is not None and not cos >= _FAIL_COSINE)
+
+
+def _is_tensor(fields: dict) -> bool:
+    return "tensor" in str(fields.get("type") or "").lower()
+
+
+def _suffix(name: str, key: str) -> str:
+    return key[len(name) + 1:] if key.startswith(name + ".") else key
+
+
+def divergence_why(graph_file, step: int, rank: int, found: dict) -> dict:
+    """Why the first divergence is where it is, for the page to say (it went to a node drawn as passing with no
+    word why): ``{"rule", "flagged", "worst_output", "inputs_match", "differs"}``.
+
+    ``rule``: how the graph builder chose it (its findings detail: "inputs_pass", "difference_enters",
+    "earliest_error", "earliest_diverging"; computed findings: "earliest_error" / "earliest_warning"), null for
+    files written before the builder stored it. ``flagged``: whether the node's own precision is an error (false:
+    it is drawn as passing, the reference's rule letting its output differ because a parameter or argument differs
+    too). ``worst_output``: ``{"metric", "value"}``, its worst output NormRelativeErr in percent (Cosine in tensor
+    mode), as the detail gives it, else from the node's row. ``inputs_match``: every tensor input passes
+    (parameters and non-tensor arguments aside). ``differs``: the inputs, arguments and parameters that no longer
+    pass, ``[{"key": "input.1", "kind": "parameter"|"argument"|"leaf"|"input", "debug", "bench"}]`` (the values of
+    a non-tensor argument on both sides; "leaf": a weight passed as an argument, where the builder says the
+    difference enters; "input": a tensor input that differs already)."""
+    detail = found.get("detail") if isinstance(found.get("detail"), dict) else {}
+    name = found["name"]
+    rule = detail.get("rule") if detail.get("rule") in _RULES else None
+    flagged = detail.get("flagged")
+    if not isinstance(flagged, bool):
+        flagged = found.get("level") == "error"
+    why: Dict[str, object] = {"rule": rule, "flagged": flagged, "worst_output": None, "inputs_match": None,
+                              "differs": []}
+    try:
+        row = graph_file.node(step, rank, "NPU", name)
+    except ApiError:
+        row = None
+    worst = detail.get("worst_output")
+    if isinstance(worst, dict) and isinstance(worst.get("metric"), str):
+        why["worst_output"] = {"metric": worst["metric"], "value": worst.get("value")}
+    if row is None:
+        return why
+    inputs, outputs = row.get("input_data") or {}, row.get("output_data") or {}
+    if why["worst_output"] is None:
+        metrics = row_metrics(name, inputs, outputs, ("NormRelativeErr", "Cosine"))
+        for metric in ("NormRelativeErr", "Cosine"):
+            if metric in metrics:
+                why["worst_output"] = {"metric": metric, "value": metrics[metric]}
+                break
+    bench = _bench_values(graph_file, step, rank, row)
+    entering = {str(e.get("slot")): e.get("kind") for e in detail.get("enters") or () if isinstance(e, dict)}
+    differs: List[dict] = []
+    inputs_match = True
+    for key, fields in (inputs.items() if isinstance(inputs, dict) else ()):
+        if not isinstance(fields, dict) or not _fails(fields):
+            continue
+        suffix = _suffix(name, key)
+        head, _, slot = suffix.partition(".")
+        if head != "input":
+            kind = "parameter"
+        elif not _is_tensor(fields):
+            kind = "argument"
+        else:
+            kind = "leaf" if entering.get(slot) == "leaf" else "input"
+            if kind == "input":
+                inputs_match = False
+        item = {"key": suffix, "kind": kind}
+        if kind == "argument":
+            item["debug"] = fields.get("value")
+            item["bench"] = bench.get(suffix)
+        differs.append(item)
+    why["inputs_match"] = inputs_match
+    why["differs"] = differs
+    return why
+
+
+def _bench_values(graph_file, step: int, rank: int, row: dict) -> Dict[str, object]:
+    """The counterpart's non-tensor argument values by key suffix ("input.1" -> "0.5"); {} without one."""
+    link = row.get("matched_node_link")
+    if not isinstance(link, list) or not link or "Bench" not in graph_file.meta()["sides"]:
+        return {}
+    peer = str(link[-1])
+    try:
+        other = graph_file.node(step, rank, "Bench", peer)
+    except ApiError:
+        return {}
+    data = other.get("input_data") or {}
+    return {_suffix(peer, k): v.get("value") for k, v in (data.items() if isinstance(data, dict) else ())
+            if isinstance(v, dict) and "value" in v}

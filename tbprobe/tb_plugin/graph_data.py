@@ -14,7 +14,7 @@ from tbprobe.tb_plugin import catalog
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.compact_summaries import compact_from_dicts, compact_summaries
 from tbprobe.tb_plugin.compare_table import BASE_COLUMNS, build_rows, sort_key_number, to_csv
-from tbprobe.tb_plugin.findings import first_divergence, first_overflow, stored_finding
+from tbprobe.tb_plugin.findings import divergence_why, first_divergence, first_overflow, stored_finding
 from tbprobe.tb_plugin.graph_files import GraphFiles
 from tbprobe.tb_plugin.graph_index import (
     OVERFLOW_LEVELS,
@@ -367,11 +367,16 @@ class GraphData:
         gf, idx = self.graph(run, file, step, rank, "NPU")
         stored = gf.stored_findings(step, rank)
         if stored is not None:
-            return {"source": "stored",
-                    "first_divergence": stored_finding(idx, stored.get("first_divergence")),
-                    "first_overflow": stored_finding(idx, stored.get("first_overflow"))}
-        return {"source": "computed", "first_divergence": first_divergence(idx),
-                "first_overflow": self._first_overflow(gf, idx, step, rank, "NPU")}
+            out = {"source": "stored",
+                   "first_divergence": stored_finding(idx, stored.get("first_divergence")),
+                   "first_overflow": stored_finding(idx, stored.get("first_overflow"))}
+        else:
+            out = {"source": "computed", "first_divergence": first_divergence(idx),
+                   "first_overflow": self._first_overflow(gf, idx, step, rank, "NPU")}
+        if out["first_divergence"] is not None:
+            # why it was chosen: the page says it where it goes (a node drawn as passing, with no word why)
+            out["first_divergence"]["why"] = divergence_why(gf, step, rank, out["first_divergence"])
+        return out
 
     @staticmethod
     def _first_overflow(gf, idx, step, rank, side) -> Optional[dict]:

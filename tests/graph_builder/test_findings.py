@@ -429,3 +429,48 @@ def test_an_input_reached_through_an_unrecorded_view_is_no_leaf_weight(tmp_path)
     result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
                        progress=False)
     assert _finding(result) == "Torch.b.0.forward"   # (none starts there: the earliest diverging node)
+
+
+def _detail(result, graph_id="NPU_0_0"):
+    conn = golden.open_ro(result.path)
+    row = conn.execute("SELECT detail FROM tbprobe_findings WHERE graph_id=? AND kind='first_divergence'",
+                       (graph_id,)).fetchone()
+    return json.loads(row[0])
+
+
+def test_the_first_divergence_says_why_it_was_chosen(tmp_path):
+    """The page went to a first divergence drawn as passing (precision 0, every row pass: its weight differs, so the
+    reference's rule lets its output be 200 % off) with no word why. The detail now holds the rule that chose the
+    node, whether its own precision flagged it, its worst output figure and, where the difference enters at a
+    failing input, which inputs those are."""
+    def weighted(folder, w):
+        fc = "Module.fc.Linear.forward.0"
+        data = {"Module.inp.Linear.forward.0": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0)]),
+                fc: dict(synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * w)]),
+                         parameters={"weight": T((4, 4), norm=1.0 * w, grad=True)})}
+        return synth.simple_rank(folder, data, {k: None for k in data})
+
+    weighted(tmp_path / "d", 3.0)
+    weighted(tmp_path / "b", 1.0)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    detail = _detail(result)
+    assert detail["rule"] == "inputs_pass" and detail["flagged"] is False and detail["enters"] == []
+    assert detail["worst_output"] == {"metric": "NormRelativeErr", "value": pytest.approx(200.0)}
+    assert detail["precision_index"] == 0 and detail["path"][-1] == "Module.fc.Linear.forward.0"
+    # x * 3.0 against x * 1.0: the constant argument fails, and is where the difference enters
+    _scaled_mlp(tmp_path / "d2", 3.0, False)
+    _scaled_mlp(tmp_path / "b2", 1.0, False)
+    result = run_graph(str(tmp_path / "d2"), str(tmp_path / "b2"), str(tmp_path / "o2"), parallel=False,
+                       progress=False)
+    detail = _detail(result)
+    assert detail["rule"] == "difference_enters" and detail["flagged"] is True
+    assert detail["enters"] == [{"slot": "1", "kind": "argument"}]
+    assert detail["worst_output"]["value"] == pytest.approx(200.0)
+    # at L1 a weight is an operator's argument: a leaf that trains, where the difference enters
+    _l1_rank(tmp_path / "d3", True)
+    _l1_rank(tmp_path / "b3", False)
+    result = run_graph(str(tmp_path / "d3"), str(tmp_path / "b3"), str(tmp_path / "o3"), parallel=False,
+                       progress=False)
+    detail = _detail(result)
+    assert detail["rule"] == "difference_enters" and detail["enters"] == [{"slot": "1", "kind": "leaf"}]

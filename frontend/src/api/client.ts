@@ -199,8 +199,9 @@ export class ApiClient {
   compareCsvUrl(k: GraphKey, opts: Params): string {
     return this.url("compare_table", { ...k, ...opts, format: "csv" });
   }
+  /** (cached: the node details ask for it on every selection, to say so when it is the first divergence) */
   findings(k: GraphKey): Promise<Findings> {
-    return this.get("findings", { ...k });
+    return this.get("findings", { ...k }, true);
   }
   overflow(k: GraphKey): Promise<{ items: OverflowItem[] }> {
     return this.get("overflow", { ...k });

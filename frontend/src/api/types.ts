@@ -173,7 +173,28 @@ export interface CompareTableResponse {
   items?: Row[];
 }
 
+/** Why the first divergence was chosen (docs/http_api.md, /api/findings). */
+export interface DivergenceWhy {
+  /** how the graph builder chose it; null for files written before it said */
+  rule: "inputs_pass" | "difference_enters" | "earliest_error" | "earliest_warning" | "earliest_diverging" | null;
+  /** whether the node's own precision is an error (false: drawn as passing) */
+  flagged: boolean;
+  worst_output: { metric: string; value: MetricValue | null } | null;
+  /** every tensor input passes (parameters and non-tensor arguments aside) */
+  inputs_match: boolean | null;
+  differs: { key: string; kind: "parameter" | "argument" | "leaf" | "input"; debug?: unknown; bench?: unknown }[];
+}
+
+export interface FirstDivergence {
+  name: string;
+  order: number;
+  precision: number | null;
+  level: string;
+  path: string[];
+  why?: DivergenceWhy;
+}
+
 export interface Findings {
-  first_divergence: Row | null;
+  first_divergence: FirstDivergence | null;
   first_overflow: Row | null;
 }

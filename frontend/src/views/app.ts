@@ -179,6 +179,7 @@ export class App {
       setLegend: (c) => (this.legend = c),
       error: (e) => this.showError(e),
       clearError: () => this.clearError(),
+      notice: (text) => this.showNotice(text),
       busy: (d) => (this.busyCount += d),
       goToNode: (side, name, rank) => this.goToNode(side, name, rank),
     };

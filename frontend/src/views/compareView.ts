@@ -5,6 +5,7 @@ import { t } from "../i18n";
 import type { AppContext } from "./context";
 import { clear, el, option } from "./dom";
 import { isCompareField } from "./details";
+import { divergenceReason } from "./findings";
 import { precisionClass } from "./format";
 
 const PAGE = 500;
@@ -128,7 +129,10 @@ export class CompareView {
       const d = f.first_divergence;
       const name = d && typeof d.name === "string" ? d.name : null;
       this.findingsBox.textContent = name ? "" : t("noDivergence");
-      if (name) await this.ctx.goToNode("NPU", name);
+      if (!d || !name) return;
+      await this.ctx.goToNode("NPU", name);
+      // Why there: a node drawn as passing was reached with no word why (the node details say it too).
+      this.ctx.notice(divergenceReason(d));
     } catch (e) {
       this.ctx.error(e);
     }

@@ -19,6 +19,8 @@ export interface AppContext {
   error(e: unknown): void;
   /** hide the error banner: an action went through, the earlier error no longer holds */
   clearError(): void;
+  /** a line of information above the page (closable), e.g. why "go to the first divergence" went where it did */
+  notice(text: string): void;
   busy(delta: number): void;
   /** Show a node in the graph tab (switching rank first when given), select it and centre on it. */
   goToNode(side: Side, name: string, rank?: number): Promise<void>;

@@ -1,10 +1,11 @@
 // Node details: inputs, outputs and parameters with debug, bench and difference columns (numeric sorting,
 // tooltips from tb_config.tool_tip), the data flow (which records made the inputs, which read the outputs) and
 // distributed peers as links, the stack with a copy button.
-import type { DataFlow, FlowLink, NodeDetails, Param, Side } from "../api/types";
+import type { DataFlow, FirstDivergence, FlowLink, NodeDetails, Param, Side } from "../api/types";
 import { t, type MessageKey } from "../i18n";
 import { clear, copyText, el } from "./dom";
 import type { AppContext } from "./context";
+import { divergenceReason } from "./findings";
 import { sortableTable, type Column } from "./table";
 
 /** Fields that come from the comparison itself (shown once, as the "difference" columns). */
@@ -108,6 +109,15 @@ export class DetailsView {
         twin = null;
       }
     }
+    // The graph's first divergence (cached per graph): its panel says why it was chosen.
+    let first: FirstDivergence | null = null;
+    if (side === "NPU" && meta?.graph_type === "compare") {
+      try {
+        first = (await this.ctx.api.findings(this.ctx.graphKey())).first_divergence;
+      } catch {
+        first = null;
+      }
+    }
     if (seq !== this.seq) return;
     clear(this.body);
     const head = el("div", { class: "ga-details-head" },
@@ -122,6 +132,10 @@ export class DetailsView {
         void this.ctx.goToNode(other, d.counterpart!);
       });
       head.append(el("div", {}, `${t("counterpart")}: `, link));
+    }
+    if (first && first.name === d.name) {
+      head.append(el("div", { class: "ga-first-divergence", testid: "details-first-divergence",
+        text: divergenceReason(first) }));
     }
     if (d.dump_data_dir) head.append(el("div", { class: "ga-muted", text: `${t("dumpDir")}: ${d.dump_data_dir}` }));
     this.body.append(head);

@@ -76,6 +76,7 @@ export const CSS = `
 .ga-overflow-view { overflow:auto; padding:0 10px 10px; }
 .ga-overflow-view .ga-list { max-height:none; }
 .ga-first { background:var(--first); font-weight:600; }
+.ga-first-divergence { background:var(--first); padding:2px 6px; border-radius:3px; margin:2px 0; }
 .ga-first-tag { font-size:11px; color:var(--muted); }
 .ga-stack { font-size:11px; background:var(--panel); padding:6px; max-height:180px; overflow:auto; white-space:pre-wrap; word-break:break-all; }
 .ga-small { font-size:12px !important; padding:1px 6px !important; }

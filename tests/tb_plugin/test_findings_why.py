@@ -1,0 +1,81 @@
+"""/api/findings says why its first divergence was chosen: the page went to a node drawn as passing (precision 0,
+every row pass: its weight or an argument differs, so the reference's rule lets its output be 200 % off) with no
+word why."""
+import json
+import os
+import sqlite3
+
+import pytest
+
+from tbprobe.graph_builder import run_graph
+from tests.graph_builder import synth
+from tests.graph_builder.test_findings import _scaled_mlp
+from tests.tb_plugin.conftest import make_api
+
+T = synth.tensor
+FC = "Module.fc.Linear.forward.0"
+
+
+def _weighted(folder, w):
+    data = {"Module.inp.Linear.forward.0": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0)]),
+            FC: dict(synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * w)]),
+                     parameters={"weight": T((4, 4), norm=1.0 * w, grad=True)})}
+    return synth.simple_rank(folder, data, {k: None for k in data})
+
+
+def _built(tmp_path, make, debug, bench) -> str:
+    make(tmp_path / "d", debug)
+    make(tmp_path / "b", bench)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "logs"), parallel=False,
+                       progress=False)
+    return os.path.basename(result.path)
+
+
+def _first(tmp_path, file):
+    status, body = make_api(tmp_path / "logs").get("/api/findings", run=".", file=file, step=0, rank=0)
+    assert status == 200, body
+    return body["first_divergence"]
+
+
+def test_a_node_drawn_as_passing_says_its_inputs_match_and_a_parameter_differs(tmp_path):
+    file = _built(tmp_path, _weighted, 3.0, 1.0)
+    first = _first(tmp_path, file)
+    assert first["name"] == FC and first["precision"] == 0 and first["level"] == "pass"
+    why = first["why"]
+    assert why["rule"] == "inputs_pass" and why["flagged"] is False and why["inputs_match"] is True
+    assert why["worst_output"] == {"metric": "NormRelativeErr", "value": pytest.approx(200.0)}
+    assert why["differs"] == [{"key": "parameters.weight", "kind": "parameter"}]
+
+
+def test_a_differing_argument_is_named_with_both_values(tmp_path):
+    file = _built(tmp_path, lambda folder, f: _scaled_mlp(folder, f, False), 3.0, 1.0)
+    why = _first(tmp_path, file)["why"]
+    assert why["rule"] == "difference_enters" and why["flagged"] is True and why["inputs_match"] is True
+    assert why["differs"] == [{"key": "input.1", "kind": "argument", "debug": "3.0", "bench": "1.0"}]
+
+
+def test_a_file_written_before_the_reasons_were_stored_still_says_why(tmp_path):
+    """Older tbprobe files hold only precision_index, path, traced_from and matched: the reason comes from the
+    node's rows (no rule)."""
+    file = _built(tmp_path, _weighted, 3.0, 1.0)
+    path = tmp_path / "logs" / file
+    with sqlite3.connect(path) as conn:
+        (detail,), = conn.execute("SELECT detail FROM tbprobe_findings WHERE kind = 'first_divergence'")
+        old = {k: v for k, v in json.loads(detail).items() if k in ("precision_index", "path", "traced_from",
+                                                                    "matched")}
+        conn.execute("UPDATE tbprobe_findings SET detail = ? WHERE kind = 'first_divergence'", (json.dumps(old),))
+    conn.close()
+    why = _first(tmp_path, file)["why"]
+    assert why["rule"] is None and why["flagged"] is False and why["inputs_match"] is True
+    assert why["worst_output"] == {"metric": "NormRelativeErr", "value": pytest.approx(200.0)}
+    assert why["differs"] == [{"key": "parameters.weight", "kind": "parameter"}]
+
+
+def test_computed_findings_say_they_are_the_earliest_error(api, logdir):
+    from tests.tb_plugin.conftest import db_file
+
+    run, file = db_file(logdir, "cmp_tensor")
+    status, body = api.get("/api/findings", run=run, file=file, step=0, rank=0)
+    assert status == 200 and body["source"] == "computed"
+    why = body["first_divergence"]["why"]
+    assert why["rule"] == "earliest_error" and why["flagged"] is True and why["worst_output"] is not None

@@ -1,6 +1,7 @@
 // @vitest-environment jsdom
 import { describe, expect, it, vi } from "vitest";
 import type { FirstDivergence, NodeDetails } from "../src/api/types";
+import { DEFAULT_LEGEND } from "../src/render/colors";
 import { defaultState, Store } from "../src/state/state";
 import { CompareView } from "../src/views/compareView";
 import type { AppContext } from "../src/views/context";
@@ -20,7 +21,7 @@ function ctxWith(first: FirstDivergence | null, extra: Partial<Record<string, un
       compareTable: async () => ({ total: 0, columns: [], rows: [] }), compareCsvUrl: () => "" },
     store: new Store(defaultState()), meta: () => ({ sides: ["NPU"], graph_type: "compare", tool_tip: {} }),
     sideKey: (side: string) => ({ side }), graphKey: () => ({ run: ".", file: "f.vis.db", step: 0, rank: 0 }),
-    error: vi.fn(), clearError: vi.fn(), notice: vi.fn(), goToNode: vi.fn(async () => undefined), ...extra,
+    legend: () => DEFAULT_LEGEND, error: vi.fn(), clearError: vi.fn(), notice: vi.fn(), goToNode: vi.fn(async () => undefined), ...extra,
   } as unknown as AppContext;
 }
 

@@ -1,17 +1,22 @@
 // Node details: inputs, outputs and parameters with debug, bench and difference columns (numeric sorting,
 // tooltips from tb_config.tool_tip), the data flow (which records made the inputs, which read the outputs) and
 // distributed peers as links, the stack with a copy button.
-import type { DataFlow, FirstDivergence, FlowLink, NodeDetails, Param, Side } from "../api/types";
+import type { DataFlow, FirstDivergence, FlowLink, NodeColors, NodeDetails, Param, Side } from "../api/types";
 import { t, type MessageKey } from "../i18n";
 import { clear, copyText, el } from "./dom";
 import type { AppContext } from "./context";
 import { divergenceReason } from "./findings";
+import { precisionClass } from "./format";
+import { legendColor } from "../render/colors";
 import { sortableTable, type Column } from "./table";
 
 /** Fields that come from the comparison itself (shown once, as the "difference" columns). */
 const COMPARE_FIELD = /diff|err|result|cosine|rmse|relative|consistent|euc|abs|accuracy|ratio|md5 compare/i;
 const HIDDEN = new Set(["data_name", "type"]);
 const STAT_FIELDS = ["Max", "Min", "Mean", "Norm"];
+/** The verdict and its reason: first, beside the name, where they are seen without scrolling ("dtype of NPU
+ * differs" sat at the far right of a wide table). */
+const VERDICT_FIELDS = ["Result", "Err_message"];
 const TYPE_KEYS: Record<number, MessageKey> = { 0: "typeModule", 1: "typeApi", 8: "typeFused", 9: "typeApiCollection" };
 
 export function isCompareField(name: string, toolTip: Record<string, string>): boolean {
@@ -48,17 +53,19 @@ export function paramColumns(rows: Row[], toolTip: Record<string, string>, withB
       if (!list.includes(f)) list.push(f);
     }
   }
-  // Statistics first, each as debug | bench | its differences ("Max", "Max diff", "MaxRelativeErr"), then the
-  // other comparison results, then descriptive fields (dtype, shape, ...) that rarely differ.
+  // The verdict and its message first, then a non-tensor argument's value, then the statistics, each as debug |
+  // bench | its differences ("Max", "Max diff", "MaxRelativeErr"), then the other comparison results, then
+  // descriptive fields (dtype, shape, ...) that rarely differ.
   const stats = own.filter((f) => STAT_FIELDS.includes(f));
-  const rest = own.filter((f) => !STAT_FIELDS.includes(f));
+  const rest = own.filter((f) => !STAT_FIELDS.includes(f) && f !== "value");
   const cols: Column<Row>[] = [{ key: "param", label: "", value: (r) => r.param, className: "ga-param" }];
   const usedCmp = new Set<string>();
   const pushOwn = (f: string) => {
     cols.push({ key: `d:${f}`, label: withBench ? `${f} (${t("debug")})` : f, title: toolTip[f],
-      value: (r) => r.debug.fields[f] });
+      value: (r) => ownValue(r.debug.fields, f) });
     if (withBench) {
-      cols.push({ key: `b:${f}`, label: `${f} (${t("bench")})`, title: toolTip[f], value: (r) => r.bench?.fields[f] });
+      cols.push({ key: `b:${f}`, label: `${f} (${t("bench")})`, title: toolTip[f],
+        value: (r) => (r.bench ? ownValue(r.bench.fields, f) : undefined) });
     }
   };
   const pushCmp = (f: string) => {
@@ -66,6 +73,8 @@ export function paramColumns(rows: Row[], toolTip: Record<string, string>, withB
     cols.push({ key: `c:${f}`, label: f, title: toolTip[f] ?? `${t("diff")}: ${f}`, value: (r) => r.debug.fields[f],
       className: "ga-diff" });
   };
+  for (const f of VERDICT_FIELDS) if (cmp.includes(f)) pushCmp(f);
+  if (own.includes("value")) pushOwn("value");
   for (const f of stats) {
     pushOwn(f);
     for (const c of cmp) if (!usedCmp.has(c) && c.startsWith(f)) pushCmp(c);
@@ -73,6 +82,24 @@ export function paramColumns(rows: Row[], toolTip: Record<string, string>, withB
   for (const c of cmp) if (!usedCmp.has(c)) pushCmp(c);
   for (const f of rest) pushOwn(f);
   return cols;
+}
+
+/** A field of one side's item for its own column: a non-tensor argument's statistics are its value again ("tanh"
+ * in Max, Min, Mean and Norm): shown once, in the value column. */
+function ownValue(fields: Param["fields"], f: string): unknown {
+  const v = fields[f];
+  if (STAT_FIELDS.includes(f) && fields.value !== undefined && fields.value !== null && String(v) === String(fields.value)) {
+    return undefined;
+  }
+  return v;
+}
+
+/** "pass (0)", "warning (0.5)", "error (1)": the legend's class of a precision index, with the number. */
+export function precisionLabel(p: number, legend: NodeColors): string {
+  const entry = legend[legendColor(p, legend, true) ?? ""];
+  const level = String(entry?.accuracy_level ?? "").toLowerCase();
+  const cls = level === "pass" || level === "warning" || level === "error" ? level : precisionClass(p);
+  return `${t(cls as "pass")} (${p})`;
 }
 
 export class DetailsView {
@@ -123,7 +150,7 @@ export class DetailsView {
     const head = el("div", { class: "ga-details-head" },
       el("div", { class: "ga-node-name", text: d.name }),
       el("div", { class: "ga-muted", text: `${t("type")}: ${TYPE_KEYS[d.type] ? t(TYPE_KEYS[d.type]) : d.type}` +
-        (d.precision !== null ? ` · ${t("precision")}: ${d.precision}` : "") +
+        (d.precision !== null ? ` · ${t("precision")}: ${precisionLabel(d.precision, this.ctx.legend())}` : "") +
         (d.overflow ? ` · ${t("overflow")}: ${t(d.overflow)}` : "") }));
     if (d.counterpart) {
       const link = el("a", { href: "#", class: "ga-link", text: d.counterpart });

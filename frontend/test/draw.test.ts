@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { expand, makeNode, setChildren, type LayoutNode } from "../src/layout/tree";
 import { Camera } from "../src/render/camera";
 import { LIGHT } from "../src/render/colors";
-import { drawTree, shorten, type Paint } from "../src/render/draw";
+import { drawTree, labelText, shorten, type Paint } from "../src/render/draw";
 import { summary } from "./helpers";
 
 /** A 2D context that records what would be drawn. */
@@ -62,5 +62,27 @@ describe("canvas drawing levels of detail", () => {
     expect(s.length).toBe(20);
     expect(s.startsWith("layers.")).toBe(true);
     expect(s.endsWith("forward.0")).toBe(true);
+  });
+});
+
+describe("label shortening", () => {
+  it("siblings are shortened alike: a name that just fits loses the prefix its longer siblings lose", () => {
+    const names = ["Module.embed.Linear.forward.0", "Module.layers.0.Block.forward.0", "Module.head.Linear.forward.0",
+      "Module.head.Linear.backward.0"];
+    const root = makeNode(summary("DefaultModel", names.length), null, 0);
+    setChildren(root, names.map((n) => summary(n)));
+    expand(root);
+    const cam = new Camera();
+    cam.scale = 1;
+    const { ctx, calls } = recorder();
+    drawTree(ctx, root, cam, 1200, 800, paint);
+    const shown = calls.fillText.filter((t) => !t.startsWith("DefaultModel"));
+    expect(shown).toHaveLength(4);
+    // at 7 px a character, a 220 px box holds 28: "Module.head.Linear.forward.0" fits, its siblings do not
+    expect(shown).toContain("head.Linear.forward.0");
+    expect(shown.filter((t) => t.startsWith("Module."))).toEqual([]);
+    // and where every sibling fits, every name is shown whole
+    expect(labelText("Module.head.Linear.forward.0", 40, 31)).toBe("Module.head.Linear.forward.0");
+    expect(labelText("Module.head.Linear.forward.0", 30, 31)).toBe("head.Linear.forward.0");
   });
 });

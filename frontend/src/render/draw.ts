@@ -27,14 +27,26 @@ const LABEL_MIN_PX = 9;
  * "Module.layers.1.fc.Linear.forward.0" shortened to about `max` characters: first without the "Module." style
  * prefix every name shares, then in the middle, keeping both ends (the layer and the call index).
  */
+const PREFIX = /^(Module|Functional|Tensor|Torch|Distributed|Aten|NPU)\./;
+
 export function shorten(name: string, max: number): string {
   if (name.length <= max) return name;
-  const bare = name.replace(/^(Module|Functional|Tensor|Torch|Distributed|Aten|NPU)\./, "");
+  const bare = name.replace(PREFIX, "");
   if (bare !== name) return shorten(bare, max);
   if (max <= 1) return "…";
   const head = Math.ceil((max - 1) / 2);
   const tail = max - 1 - head;
   return name.slice(0, head) + "…" + (tail > 0 ? name.slice(name.length - tail) : "");
+}
+
+/**
+ * A label's text in about `fits` characters (what its box holds). `siblingMax`: the longest name among the node's
+ * siblings: when that one would not fit, the type prefix goes from this label too, so siblings are shortened
+ * alike (a name that just fitted kept "Module." while its neighbours lost it).
+ */
+export function labelText(text: string, fits: number, siblingMax: number): string {
+  const bare = siblingMax > fits ? text.replace(PREFIX, "") : text;
+  return bare.length <= fits ? bare : shorten(bare, Math.max(1, Math.floor(fits) - 1));
 }
 
 export function drawTree(ctx: CanvasRenderingContext2D, root: LayoutNode, cam: Camera, vw: number, vh: number,
@@ -113,6 +125,17 @@ export function drawTree(ctx: CanvasRenderingContext2D, root: LayoutNode, cam: C
     ctx.fillStyle = b.c;
     ctx.fillRect(b.x, b.y, b.w, b.h);
   }
+  // the longest name among each parent's children (once per parent per frame: a 20k-children list costs ~0.1 ms)
+  const longest = new Map<LayoutNode | null, number>();
+  const siblingMax = (n: LayoutNode): number => {
+    let m = longest.get(n.parent);
+    if (m === undefined) {
+      m = n.name.length;
+      for (const k of n.parent?.children ?? []) if (k.name.length > m) m = k.name.length;
+      longest.set(n.parent, m);
+    }
+    return m;
+  };
   for (const l of labels) {
     const fontPx = Math.min(13, Math.max(8, l.h * 0.5));
     ctx.font = `${fontPx}px system-ui, "Noto Sans CJK SC", sans-serif`;
@@ -123,7 +146,10 @@ export function drawTree(ctx: CanvasRenderingContext2D, root: LayoutNode, cam: C
     if (l.header && l.n.children) text += `  (${l.n.children.length})`;
     // One measurement per label (only legible labels get here, so at most a few hundred per frame).
     const full = ctx.measureText(text).width;
-    if (full > avail) text = shorten(text, Math.max(1, Math.floor((text.length * avail) / full) - 1));
+    // (in characters of this label's average width; a header's count suffix aside for its siblings)
+    const fits = full > 0 ? (text.length * avail) / full : Infinity;
+    const suffix = text.length - l.n.name.length;
+    text = labelText(text, fits, siblingMax(l.n) + suffix);
     ctx.fillText(text, l.x + 4, l.y + l.h / 2, Math.max(4, avail));
   }
   for (const m of marks) {

@@ -1,6 +1,6 @@
 // @vitest-environment jsdom
 import { describe, expect, it } from "vitest";
-import type { NodeColors } from "../src/api/types";
+import type { NodeColors, Param } from "../src/api/types";
 import { DEFAULT_LEGEND } from "../src/render/colors";
 import { pairParams, paramColumns, precisionLabel } from "../src/views/details";
 import { sortableTable } from "../src/views/table";
@@ -18,14 +18,14 @@ describe("node details cosmetics", () => {
   });
 
   it("Result and Err_message come first, beside the name, and a string argument is shown once", () => {
-    const debug = [
+    const debug: Param[] = [
       { key: "F.gelu.0.forward.input.0", fields: { type: "torch.Tensor", dtype: "torch.float16", Max: 2.5, Min: -1,
         Mean: 0.1, Norm: 3, "Max diff": 0.5, NormRelativeErr: "1%", Result: "error",
         Err_message: '["dtype of NPU differs"]', shape: "[4]" } },
       { key: "F.gelu.0.forward.input.approximate", fields: { type: "str", value: "tanh", Max: "tanh", Min: "tanh",
         Mean: "tanh", Norm: "tanh", "Max diff": "N/A", Result: "pass", Err_message: "[]", shape: "[]" } },
     ];
-    const bench = [
+    const bench: Param[] = [
       { key: "F.gelu.0.forward.input.0", fields: { type: "torch.Tensor", dtype: "torch.float32", Max: 2, Min: -1,
         Mean: 0.1, Norm: 3, shape: "[4]" } },
       { key: "F.gelu.0.forward.input.approximate", fields: { type: "str", value: "tanh", Max: "tanh", Min: "tanh",

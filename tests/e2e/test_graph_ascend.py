@@ -232,3 +232,22 @@ def test_node_details_can_be_reached_in_a_small_window(plugin, e2e_logdir):
                                       ".getBoundingClientRect().bottom, innerHeight]")
     assert bottom <= height + 1, f"the details panel ends at {bottom}px, below the {height}px frame"
     p.shot("small_window_details")
+
+
+def test_the_minimap_leaves_the_labels_under_it_readable(plugin, e2e_logdir):
+    """The minimap covered the labels in the bottom-right of each pane: it is translucent until pointed at, and its
+    button hides it (remembered on reload), leaving the graph's canvas under that corner."""
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    minimap = p.testid("minimap")
+    assert float(minimap.evaluate("m => getComputedStyle(m).opacity")) < 0.6
+    centre = minimap.evaluate("m => { const r = m.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }")
+    under = "([x, y]) => document.elementFromPoint(x, y).className"
+    assert p.frame.evaluate(under, centre) == "ga-minimap"
+    p.testid("minimap-toggle").click()
+    assert minimap.is_hidden()
+    assert p.frame.evaluate(under, centre) == "ga-canvas"
+    p.page.reload()
+    p.attach()
+    assert p.testid("minimap").is_hidden()
+    p.testid("minimap-toggle").click()
+    assert p.testid("minimap").is_visible()

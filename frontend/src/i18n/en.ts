@@ -99,6 +99,8 @@ export const en = {
   liveStepDropped: "Step {old} is no longer in the live graph (it keeps the last steps only): showing step {new}, the newest.",
   fileSkipped: "{bad} could not be opened ({why}): showing {good}.",
   close: "close",
+  minimapHide: "Hide the minimap",
+  minimapShow: "Show the minimap",
   fdPrefix: "First divergence",
   fdInputsPass: "its inputs match the bench, its output differs ({worst})",
   fdEnters: "its tensor inputs match the bench and the difference enters here, its output differs ({worst})",

@@ -116,5 +116,7 @@ export const zh: Record<MessageKey, string> = {
   fdVersus: "对",
   fdNotFlagged: "显示为通过：参数或实参也不同时，精度规则不判定输出为错误",
   fdNotFlaggedBare: "显示为通过：其自身精度规则未判定为错误",
+  minimapHide: "隐藏缩略图",
+  minimapShow: "显示缩略图",
   close: "关闭",
 };

@@ -1,6 +1,7 @@
 // The minimap: the whole laid-out graph (not only what is on screen) with the viewport as a rectangle. The image
 // is rebuilt only when the layout or colours change (in the worker when it can); a pan only redraws the rectangle.
-// Dragging or clicking in it moves the main view.
+// Dragging or clicking in it moves the main view. It sat over the bottom-right labels of the pane: it is
+// translucent until the pointer is on it, and a button beside it hides it (remembered in localStorage).
 import type { LayoutEngine } from "../layout/engine";
 import type { LayoutNode } from "../layout/tree";
 import type { Camera } from "./camera";
@@ -9,20 +10,60 @@ import { mix, type Theme } from "./colors";
 export const MINIMAP_W = 160;
 export const MINIMAP_H = 110;
 
+const HIDDEN_KEY = "tbprobe.minimapHidden";
+
+function storedHidden(): boolean {
+  try {
+    return window.localStorage?.getItem(HIDDEN_KEY) === "1";
+  } catch {
+    return false; // (storage refused: sandboxed frame)
+  }
+}
+
+function storeHidden(hidden: boolean): void {
+  try {
+    window.localStorage?.setItem(HIDDEN_KEY, hidden ? "1" : "0");
+  } catch {
+    /* kept for this page only */
+  }
+}
+
+export interface MinimapLabels {
+  hide: string;
+  show: string;
+}
+
 export class Minimap {
+  /** the minimap and its hide/show button, placed in the pane's bottom-right corner */
+  readonly el: HTMLElement;
   readonly canvas: HTMLCanvasElement;
+  readonly toggle: HTMLButtonElement;
+  private hiddenNow = false;
   private image: ImageBitmap | HTMLCanvasElement | null = null;
   private scale = 1;
   private worldW = 1;
   private worldH = 1;
   private job = 0;
 
-  constructor(testId: string, private onMove: (wx: number, wy: number) => void) {
+  constructor(testId: string, private onMove: (wx: number, wy: number) => void,
+    private labels: MinimapLabels = { hide: "Hide the minimap", show: "Show the minimap" }) {
     this.canvas = document.createElement("canvas");
     this.canvas.className = "ga-minimap";
     this.canvas.dataset.testid = testId;
     this.canvas.width = MINIMAP_W;
     this.canvas.height = MINIMAP_H;
+    this.toggle = document.createElement("button");
+    this.toggle.className = "ga-minimap-toggle ga-small";
+    this.toggle.dataset.testid = `${testId}-toggle`;
+    this.toggle.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      this.setHidden(!this.hiddenNow);
+      storeHidden(this.hiddenNow);
+    });
+    this.el = document.createElement("div");
+    this.el.className = "ga-minimap-box";
+    this.el.append(this.toggle, this.canvas);
+    this.setHidden(storedHidden());
     let dragging = false;
     const move = (ev: PointerEvent) => {
       const r = this.canvas.getBoundingClientRect();
@@ -36,6 +77,21 @@ export class Minimap {
     });
     this.canvas.addEventListener("pointermove", (ev) => dragging && move(ev));
     this.canvas.addEventListener("pointerup", () => (dragging = false));
+  }
+
+  get hidden(): boolean {
+    return this.hiddenNow;
+  }
+
+  /** Hide the minimap (its button stays, as a small tab in the corner) or show it again. */
+  setHidden(hidden: boolean): void {
+    this.hiddenNow = hidden;
+    this.canvas.hidden = hidden;
+    this.el.classList.toggle("ga-minimap-collapsed", hidden);
+    this.toggle.textContent = hidden ? "▣" : "×";
+    this.toggle.title = hidden ? this.labels.show : this.labels.hide;
+    this.toggle.setAttribute("aria-label", this.toggle.title);
+    this.toggle.setAttribute("aria-pressed", String(!hidden));
   }
 
   /** Rebuild the image of the whole tree. */
@@ -86,6 +142,7 @@ export class Minimap {
 
   /** Redraw the image and the viewport rectangle (cheap: called on every pan frame). */
   drawViewport(cam: Camera, vw: number, vh: number, theme: Theme): void {
+    if (this.hiddenNow) return;
     const ctx = this.canvas.getContext("2d");
     if (!ctx) return;
     ctx.clearRect(0, 0, MINIMAP_W, MINIMAP_H);

@@ -12,6 +12,7 @@ import { Camera } from "../render/camera";
 import { drawTree, type Paint } from "../render/draw";
 import { Minimap } from "../render/minimap";
 import type { Theme } from "../render/colors";
+import { t } from "../i18n";
 import { el } from "./dom";
 import { bindPaneInput } from "./paneInput";
 import type { Colouring } from "./paint";
@@ -83,10 +84,11 @@ export class GraphPane {
       this.camera.centerOn(wx, wy, this.width, this.height);
       this.requestDraw();
       this.cameraMoved();
-    });
+    }, { hide: t("minimapHide"), show: t("minimapShow") });
     this.el = el("div", { class: "ga-pane", testid: `graph-pane-${side}` },
       el("div", { class: "ga-pane-title", text: side === "NPU" ? "NPU" : "Bench" }),
-      this.canvas, this.minimap.canvas);
+      this.canvas, this.minimap.el);
+    this.minimap.toggle.addEventListener("click", () => this.requestDraw()); // (shown again: its rectangle)
     // (before any fit, e.g. when the root's children cannot be read: the root box starts below the title)
     this.camera.tx = 16;
     this.camera.ty = TITLE_ROOM;

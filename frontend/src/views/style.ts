@@ -29,8 +29,15 @@ export const CSS = `
 .ga-pane { flex:1; min-width:0; position:relative; border:1px solid var(--line); border-radius:4px; overflow:hidden; }
 .ga-pane-title { position:absolute; left:8px; top:4px; font-weight:600; color:var(--muted); pointer-events:none; z-index:1; }
 .ga-canvas { width:100%; height:100%; display:block; outline:none; cursor:default; touch-action:none; }
-.ga-minimap { position:absolute; right:6px; bottom:6px; width:160px; height:110px; border:1px solid var(--line);
-  border-radius:3px; cursor:crosshair; opacity:.92; box-shadow:0 1px 4px rgba(0,0,0,.2); }
+/* the minimap sat over the pane's bottom-right labels: translucent until pointed at, and hidden by its button */
+.ga-minimap-box { position:absolute; right:6px; bottom:6px; display:flex; flex-direction:column; align-items:flex-end;
+  gap:2px; }
+.ga-minimap { width:160px; height:110px; border:1px solid var(--line); border-radius:3px; cursor:crosshair;
+  opacity:.45; transition:opacity .12s; box-shadow:0 1px 4px rgba(0,0,0,.2); }
+.ga-minimap:hover { opacity:.95; }
+.ga-minimap[hidden] { display:none; }
+.ga-root .ga-minimap-toggle { line-height:14px; opacity:.75; }
+.ga-root .ga-minimap-toggle:hover { opacity:1; }
 .ga-details { height:32%; min-height:90px; overflow:auto; border-top:1px solid var(--line); padding:4px 10px; }
 .ga-details h3, .ga-side h3 { font-size:13px; margin:6px 0 4px; }
 .ga-details h4 { font-size:12px; margin:8px 0 4px; color:var(--muted); }

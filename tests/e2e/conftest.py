@@ -16,6 +16,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-b
                  "--disable-component-update", "--no-first-run", "--disable-sync"]
 ARTIFACTS = os.path.join(os.path.dirname(__file__), "..", "..", "test-artifacts")
 MSPROBE_RUN, TBPROBE_RUN, XSS_RUN, COLLECTED_RUN = "msprobe_built", "tbprobe_built", "hostile", "collected"
+# a tbprobe-built compare whose first divergence is drawn as passing (its weight differs: precision 0, output 200 % off)
+DIVERGENT_RUN = "divergent"
 
 __all__ = ["XSS_NAME", "Plugin"]
 
@@ -35,6 +37,12 @@ def e2e_logdir(tmp_path_factory):
     name = collected_graph(work)
     os.makedirs(root / COLLECTED_RUN)
     shutil.copy(work / name, root / COLLECTED_RUN / name)
+    from tbprobe.graph_builder import run_graph
+    from tests.tb_plugin.test_findings_why import _weighted
+    dumps = tmp_path_factory.mktemp("divergent_dumps")
+    _weighted(dumps / "d", 3.0)
+    _weighted(dumps / "b", 1.0)
+    run_graph(str(dumps / "d"), str(dumps / "b"), str(root / DIVERGENT_RUN), parallel=False, progress=False)
     return root
 
 

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import COLLECTED_RUN, MSPROBE_RUN, TBPROBE_RUN, XSS_NAME, XSS_RUN, db_name
+from tests.e2e.conftest import COLLECTED_RUN, DIVERGENT_RUN, MSPROBE_RUN, TBPROBE_RUN, XSS_NAME, XSS_RUN, db_name
 
 pytestmark = pytest.mark.e2e
 
@@ -232,6 +232,31 @@ def test_node_details_can_be_reached_in_a_small_window(plugin, e2e_logdir):
                                       ".getBoundingClientRect().bottom, innerHeight]")
     assert bottom <= height + 1, f"the details panel ends at {bottom}px, below the {height}px frame"
     p.shot("small_window_details")
+
+
+def test_going_to_the_first_divergence_says_why(plugin, e2e_logdir, tensorboard):
+    """The page went to the first divergence, often a node drawn as passing, with no word why: a notice and a line
+    in its details now say why it was chosen (its inputs, its output's figure, what differs)."""
+    file = db_name(e2e_logdir, DIVERGENT_RUN)
+    url = (tensorboard.url + "/data/plugin/graph_ascend/api/findings?"
+           + urllib.parse.urlencode(dict(run=DIVERGENT_RUN, file=file, step=0, rank=0)))
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        first = json.load(resp)["first_divergence"]
+    assert first["name"] == "Module.fc.Linear.forward.0" and first["why"]["flagged"] is False
+    p = plugin.open(ga(DIVERGENT_RUN, file))
+    p.testid("view-tab-compare").click()
+    p.wait_ready()
+    p.testid("first-divergence-button").click()
+    p.frame.wait_for_function("(n) => window.__tbprobe.selected() === n", arg=first["name"], timeout=30000)
+    p.wait_ready()
+    notice = p.testid("notice-text")
+    p.frame.wait_for_function("() => document.querySelector('[data-testid=notice-text]').textContent.length > 0")
+    assert notice.inner_text().startswith("First divergence: its inputs match the bench, its output differs "
+                                          "(NormRelativeErr 200 %); a parameter or argument differs: "
+                                          "parameters.weight; drawn as passing")
+    line = p.testid("details-first-divergence")
+    assert line.count() == 1 and line.inner_text() == notice.inner_text()
+    p.shot("first_divergence_why_en")
 
 
 def test_the_minimap_leaves_the_labels_under_it_readable(plugin, e2e_logdir):

@@ -276,3 +276,18 @@ def test_the_minimap_leaves_the_labels_under_it_readable(plugin, e2e_logdir):
     assert p.testid("minimap").is_hidden()
     p.testid("minimap-toggle").click()
     assert p.testid("minimap").is_visible()
+
+
+def test_the_three_js_warning_is_tensorboards_not_the_plugins(plugin, e2e_logdir):
+    """"Multiple instances of Three.js being imported." shows on every page: TensorBoard's own index.js bundles two
+    copies of three.js (its projector and another dashboard); the plugin bundles none and its frame logs no such
+    warning."""
+    messages = []
+    plugin.page.on("console", lambda m: messages.append((m.text, m.location.get("url", ""))))
+    p = plugin.open(ga(MSPROBE_RUN, db_name(e2e_logdir, MSPROBE_RUN)))
+    p.page.wait_for_timeout(500)
+    three = [url for text, url in messages if "Three.js" in text]
+    assert all("graph_ascend" not in url for url in three), three
+    bundle = os.path.join(os.path.dirname(__file__), "..", "..", "tbprobe", "tb_plugin", "static", "index.js")
+    with open(bundle, encoding="utf-8") as f:
+        assert "__THREE__" not in f.read()

@@ -11,9 +11,9 @@ start() was given.
 The copied hook keeps its place, and its id, in the module's hook dicts, and with it its entries in
 `_forward_hooks_with_kwargs` / `_forward_hooks_always_called`. A fresh process numbers hooks from 0 again: a hook
 the user (or tbprobe) put on the loaded model later could get a copied hook's id, and torch called it with that
-hook's kwargs signature (a TypeError in the user's forward). So the copy also carries a RemovableHandle of the
-highest id given out so far: unpickling one moves torch's hook counter past it (torch.utils.hooks.RemovableHandle's
-own __setstate__), and no later hook takes an id in use.
+hook's kwargs signature (a TypeError in the user's forward). So the copy also carries a RemovableHandle made when
+it was copied, whose id is past every hook's so far: unpickling one moves torch's hook counter past that id
+(torch.utils.hooks.RemovableHandle's own __setstate__), and no later hook takes an id in use.
 """
 import functools
 import sys

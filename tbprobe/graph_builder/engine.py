@@ -66,6 +66,7 @@ class RankSummary:
     # the layer mapping's warnings for this pair (renames no node name holds, classes no module has); None: not
     # looked at (no bench or no mapping)
     unused_rules: Optional[Tuple[str, ...]] = None
+    first_divergence_in: Optional[str] = None   # the module the first divergent operator ran in
 
 
 class Sink(Protocol):
@@ -451,7 +452,8 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
     return RankSummary(debug.step, debug.rank, mode, micro, comm, _counts(debug, compare=bench is not None),
                        summary["first_divergence"], summary["first_overflow"],  # type: ignore[arg-type]
                        summary["first_divergence_order"], summary["first_overflow_order"],  # type: ignore[arg-type]
-                       n_rows, levels=summary_levels, unused_rules=unused)
+                       n_rows, levels=summary_levels, unused_rules=unused,
+                       first_divergence_in=summary.get("first_divergence_in"))  # type: ignore[arg-type]
 
 
 def _counts(graph: Graph, compare: bool) -> Dict[str, int]:

@@ -259,6 +259,9 @@ def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple]
                   "enters": _entering(graph, div, mode or graph.task) if rule == RULE_DIFFERENCE_ENTERS else []}
         rows.append((graph.graph_id, "first_divergence", div.name, div.exec_order, json.dumps(detail)))
         summary["first_divergence"], summary["first_divergence_order"] = div.name, div.exec_order
+        # (the module an operator ran in: the summary line names it, as a user looks for the layer first)
+        summary["first_divergence_in"] = next((p for p in reversed(detail["path"][:-1]) if p.startswith("Module.")),
+                                               None) if not div.name.startswith("Module.") else None
     ovf = first_overflow(graph)
     if ovf is not None:
         detail = {"overflow_level": ovf.overflow, "path": ovf.path()}

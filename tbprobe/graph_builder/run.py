@@ -300,8 +300,11 @@ def _summary(results: List[RankSummary], path: Path, seconds: float) -> Dict[str
             total[k] = int(total.get(k, 0)) + v  # type: ignore[arg-type]
     first_div = _first_of(results, "first_divergence")
     first_ovf = _first_of(results, "first_overflow")
-    total.update({"graphs": len(results), "first_divergence": first_div, "first_overflow": first_ovf,
-                  "output": str(path), "seconds": round(seconds, 3)})
+    # (the module the first divergent operator ran in: the summary line names it too)
+    first_in = _earliest([r for r in results if r.first_divergence], "first_divergence").first_divergence_in \
+        if first_div else None
+    total.update({"graphs": len(results), "first_divergence": first_div, "first_divergence_in": first_in,
+                  "first_overflow": first_ovf, "output": str(path), "seconds": round(seconds, 3)})
     return total
 
 
@@ -312,8 +315,12 @@ def _first_of(results: List[RankSummary], kind: str) -> Optional[str]:
     found = [r for r in results if getattr(r, kind)]
     if not found:
         return None
-    first = min(found, key=lambda r: (r.step, _order(getattr(r, f"{kind}_order")), r.rank))
+    first = _earliest(found, kind)
     return f"step {first.step} rank {first.rank}: {getattr(first, kind)}"
+
+
+def _earliest(found: List[RankSummary], kind: str) -> RankSummary:
+    return min(found, key=lambda r: (r.step, _order(getattr(r, f"{kind}_order")), r.rank))
 
 
 def _order(order: Optional[int]) -> float:
@@ -326,7 +333,8 @@ def format_summary(result: GraphResult) -> str:
     if result.graph_type == "compare":
         lines.append(f"  mode {result.mode}: matched {s['matched']}, pass {s['pass']}, warning {s['warning']}, "
                      f"error {s['error']}, unmatched {s['unmatched']}")
-        lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}")
+        inside = f" (in {s['first_divergence_in']})" if s.get("first_divergence_in") else ""
+        lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}{inside}")
     if s.get("overflow") or s.get("first_overflow") or s.get("overflow_check"):   # (-oc: said even with none)
         # (the first overflow is where one starts: finite inputs, an inf/nan output; the other overflow levels are
         # carried in, or the norm-ratio rule: "none" alone beside a count read as a contradiction)

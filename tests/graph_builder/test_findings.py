@@ -46,6 +46,9 @@ def test_first_divergence_rollup_and_edges(tmp_path):
     assert finding[0] == "Torch.b.0.forward"
     assert json.loads(finding[1])["traced_from"] == ["Torch.a.0.forward"]
     assert result.summary["first_divergence"] == "step 0 rank 0: Torch.b.0.forward"
+    # the summary line names the module the operator ran in too (a user looks for the layer first)
+    assert "first divergent node: step 0 rank 0: Torch.b.0.forward (in Module.blk.Blk.forward.0)" in \
+        result.summary_text()
     sub = dict(conn.execute("SELECT id, subtree_precision FROM tbprobe_node_ext"))
     assert sub["NPU_0_0_Module.blk.Blk.forward.0"] == 1
     assert sub["NPU_0_0_DefaultModel"] == 1

@@ -118,15 +118,17 @@ def _tensor_worker_init() -> None:
     _one_blas_thread()
 
 
-def _tensor_job(args: Tuple[str, str, str]):
-    from tbprobe.graph_builder.metrics import tensor_metrics
+def _tensor_job(args: Tuple[str, str, object, str, object]):
+    from tbprobe.graph_builder.metrics import tensor_pair_metrics
 
-    key, dpath, bpath = args
-    return key, tensor_metrics(dpath, bpath)
+    key, ddir, dname, bdir, bname = args
+    return key, tensor_pair_metrics(ddir, dname, bdir, bname)
 
 
 def _tensor_results(debug: Graph, bench: Graph, workers: int) -> Dict[str, tuple]:
-    """Real-data metrics of every tensor pair, each file read once, in worker processes when allowed."""
+    """Real-data metrics of every tensor pair, each file read once, in worker processes when allowed. A data_name
+    is looked up in its rank's own tensor folder only (metrics.tensor_file: a name that leads out of it is
+    refused, with a message in the item's row)."""
     pairs = []
     ddir = debug.dump_data_dir or ""
     bdir = bench.dump_data_dir or ""
@@ -143,7 +145,7 @@ def _tensor_results(debug: Graph, bench: Graph, workers: int) -> Dict[str, tuple
         for key, item in d_in + d_out:
             other = b_map.get(key[cut_d:])
             if is_tensor_item(item) and is_tensor_item(other) and item.get("data_name") and other.get("data_name"):
-                pairs.append((key, os.path.join(ddir, item["data_name"]), os.path.join(bdir, other["data_name"])))
+                pairs.append((key, ddir, item["data_name"], bdir, other["data_name"]))
     if workers > 1 and len(pairs) > 8:
         from concurrent.futures import ProcessPoolExecutor
 

@@ -1,8 +1,6 @@
 """One rank folder -> one built `Graph`, through tbprobe.formats (the only code here that touches files)."""
 import json
-import os
 from pathlib import Path
-from typing import Optional
 
 from tbprobe.errors import FormatError
 from tbprobe.formats.construct_json import load_construct
@@ -51,17 +49,18 @@ def load_rank(rank_dir: RankDir, side: str = "NPU") -> Graph:
     graph.framework = dump.framework or "pytorch"
     graph.path = str(rank_dir.path)
     if dump.task == "tensor":
-        graph.dump_data_dir = _tensor_dir(rank_dir, dump.dump_data_dir)
+        graph.dump_data_dir = _tensor_dir(rank_dir)
     flow = rank_dir.path / DATAFLOW_JSON
     if flow.is_file():
         graph.edges = _load_dataflow(flow)
     return graph
 
 
-def _tensor_dir(rank_dir: RankDir, recorded: Optional[str]) -> str:
-    """The recorded tensor folder when it exists here, else the dump's own dump_tensor_data (dumps move)."""
-    if recorded and os.path.isdir(recorded):
-        return recorded
+def _tensor_dir(rank_dir: RankDir) -> str:
+    """The rank folder's own dump_tensor_data, whatever the dump records: msprobe and the collector both write the
+    tensors there and record that folder's absolute path on the dumping machine, which is stale once the dump
+    moves; a recorded folder was used before when it existed here, so a dump.json could point the compare at
+    any folder of the machine (`"dump_data_dir": "/"`, with data_names relative to it)."""
     return str(rank_dir.path / "dump_tensor_data")
 
 

@@ -4,13 +4,17 @@ Each function returns the compare fields of one item pair as strings, in the ref
 statistics diffs as Python floats ("0.05"), relative errors as "12.345678%" ("0.0%" when equal, "N/A" when the
 bench value is 0), tensor metrics rounded to 12 decimals (EucDist unrounded), "unsupported" where a metric does
 not apply (0-dim tensors, non-tensor arguments)."""
+import functools
 import math
+import os
+import stat
 from typing import Dict, Optional, Tuple
 
 from tbprobe.graph_builder.items import scalar_md5, to_str
 
 __all__ = ["STAT_FIELDS", "TENSOR_FIELDS", "stat_fields", "tensor_metrics", "unsupported_tensor_fields",
-           "na_tensor_fields", "rel_err_value", "load_array", "EPS"]
+           "na_tensor_fields", "rel_err_value", "load_array", "EPS", "TensorFileRefused", "tensor_file",
+           "tensor_pair_metrics"]
 
 STAT_FIELDS = ("Max diff", "Min diff", "Mean diff", "L2norm diff",
                "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
@@ -83,21 +87,85 @@ def na_tensor_fields() -> Dict[str, str]:
     return {k: "N/A" for k in TENSOR_FIELDS}
 
 
+class TensorFileRefused(ValueError):
+    """A data_name or tensor file that tbprobe does not read; the message says why (the item's row gets it)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
+
+
+def tensor_file(folder: Optional[str], name: object, side: str = "") -> str:
+    """The file a dump item's data_name names in the rank's tensor folder, symbolic links resolved. Refused
+    (TensorFileRefused) when the name is not a plain relative name or it leads out of the folder: an absolute
+    name, `..` or a link to somewhere else (a dump names its own tensors, nothing else)."""
+    who = f"{side} data_name" if side else "data_name"
+    if not isinstance(name, str) or not name:
+        raise TensorFileRefused(f"{who} {name!r} is not a file name")
+    if "\0" in name:
+        raise TensorFileRefused(f"{who} {name!r} holds a NUL character")
+    if not folder:
+        raise TensorFileRefused(f"{who} {name!r}: the dump has no tensor folder")
+    if os.path.isabs(name):
+        raise TensorFileRefused(f"{who} {name!r} is an absolute path: it leaves the dump's tensor folder")
+    root = _real_folder(folder)
+    real = os.path.realpath(os.path.join(folder, name))
+    if real == root or os.path.commonpath((root, real)) != root:
+        raise TensorFileRefused(f"{who} {name!r} leaves the dump's tensor folder")
+    return real
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: str, mode: int) -> TensorFileRefused:
+    kind = next((what for test, what in _KINDS if test(mode)), "")
+    return TensorFileRefused(f"{os.path.basename(path)}: not a regular file" + (f" ({kind})" if kind else ""))
+
+
+def _open_regular(path: str):
+    """`path` opened for binary reading when it is a regular file: a FIFO, a device or a folder is refused before
+    it is opened (a FIFO blocked the open for ever, /dev/zero grew the process until it was killed), and the
+    open itself does not block (O_NONBLOCK) should the file be swapped for a FIFO in between (checked again on
+    the open file). A missing file raises FileNotFoundError."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def load_array(path: str):
-    """A dumped tensor as a float64 numpy array (.npy directly, .pt through torch)."""
+    """A dumped tensor as a float64 numpy array (.npy directly, .pt through torch). Only a regular file is
+    read."""
+    with _open_regular(path) as f:
+        return _load_array(f, path)
+
+
+def _load_array(f, path: str):
     import numpy as np
 
     arr = None
     if path.endswith(".npy"):
-        arr = np.load(path, allow_pickle=False)
+        arr = np.load(f, allow_pickle=False)
     else:
         from tbprobe.graph_builder.pt_reader import read_pt
 
-        arr = read_pt(path)  # the common case without torch (seconds of import per worker)
+        arr = read_pt(f)  # the common case without torch (seconds of import per worker)
     if arr is None:
         import torch  # only tensor mode needs torch; imported lazily to keep `tbprobe graph` start-up fast
 
-        t = torch.load(path, map_location="cpu", weights_only=True)
+        f.seek(0)
+        t = torch.load(f, map_location="cpu", weights_only=True)
         if not isinstance(t, torch.Tensor):
             raise ValueError("not a tensor")
         if t.is_complex():
@@ -112,6 +180,18 @@ def load_array(path: str):
 
 def _r12(x: float) -> str:
     return to_str(round(float(x), 12)) if math.isfinite(x) else to_str(float(x))
+
+
+def tensor_pair_metrics(debug_folder: Optional[str], debug_name: object, bench_folder: Optional[str],
+                        bench_name: object) -> Tuple[Dict[str, str], Optional[str]]:
+    """tensor_metrics of two items' files, each data_name looked up in its own rank's tensor folder
+    (tensor_file: a name that leads out of it is not read, and the row says so)."""
+    try:
+        debug_path = tensor_file(debug_folder, debug_name, "NPU")
+        bench_path = tensor_file(bench_folder, bench_name, "Bench")
+    except TensorFileRefused as exc:
+        return na_tensor_fields(), f"warning: cannot read tensor data: {exc}"
+    return tensor_metrics(debug_path, bench_path)
 
 
 def tensor_metrics(debug_path: str, bench_path: str) -> Tuple[Dict[str, str], Optional[str]]:

@@ -151,16 +151,49 @@ def load_array(path: str):
         return _load_array(f, path)
 
 
+def _npy_header(f, name: str) -> None:
+    """Refuse a .npy whose header declares more data than the file holds (np.load allocated the whole declared
+    array before reading: a 100-byte file could ask for terabytes), or Python objects (a pickle)."""
+    import numpy as np
+    from numpy.lib import format as npy
+
+    version = npy.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = npy.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = npy.read_array_header_2_0(f)
+    else:
+        shape, _, dtype = npy._read_array_header(f, version)  # (3.0: no public reader)
+    if dtype.hasobject:
+        raise TensorFileRefused(f"{name}: holds Python objects (a pickle), which tbprobe does not unpickle")
+    count = 1
+    for s in shape:
+        count *= int(s)
+    need = count * dtype.itemsize
+    have = os.fstat(f.fileno()).st_size - f.tell()
+    if need > have:
+        raise TensorFileRefused(f"{name}: declares an array of shape {list(shape)} and dtype {np.dtype(dtype).name} "
+                                f"({need} bytes) but holds {max(have, 0)} bytes of data")
+
+
 def _load_array(f, path: str):
     import numpy as np
 
+    from tbprobe.graph_builder.pt_reader import PtRefused
+
     arr = None
+    name = os.path.basename(path)
     if path.endswith(".npy"):
+        _npy_header(f, name)
+        f.seek(0)
         arr = np.load(f, allow_pickle=False)
     else:
         from tbprobe.graph_builder.pt_reader import read_pt
 
-        arr = read_pt(f)  # the common case without torch (seconds of import per worker)
+        try:
+            arr = read_pt(f)  # the common case without torch (seconds of import per worker)
+        except PtRefused as exc:
+            raise TensorFileRefused(f"{name}: {exc}") from None
     if arr is None:
         import torch  # only tensor mode needs torch; imported lazily to keep `tbprobe graph` start-up fast
 

@@ -110,3 +110,81 @@ def test_records_read_in_place_or_through_zipfile(tmp_path):
     except (zipfile.BadZipFile, OSError, ValueError):
         return
     assert arr is None or not np.array_equal(np.asarray(arr, dtype=np.float64), want)
+
+
+def _bomb(path, inflated: int, tensor: torch.Tensor) -> None:
+    """`tensor` saved, its storage record replaced by `inflated` bytes of zeros, deflated (about 1/220 of that)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    torch.save(tensor, buf)
+    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        for info in src.infolist():
+            if info.filename.endswith("/data/0"):
+                with z.open(info.filename, "w", force_zip64=True) as w:
+                    chunk = bytes(1 << 24)
+                    for _ in range(inflated >> 24):
+                        w.write(chunk)
+            else:
+                z.writestr(info.filename, src.read(info.filename))
+
+
+def test_a_zip_bomb_is_read_only_as_far_as_its_tensor_needs(tmp_path):
+    """A 1 MB .pt whose record inflates to 256 MB behind a [3, 4] tensor: 48 bytes are read (the whole record
+    was, 2.1 GB of memory for a 1 GB one); one that this reader hands back (a strided view) is not given to
+    torch.load either, which inflates it whole."""
+    import tracemalloc
+
+    path = tmp_path / "bomb.pt"
+    _bomb(path, 256 << 20, torch.zeros(3, 4))
+    assert path.stat().st_size < 2 << 20
+    tracemalloc.start()
+    try:
+        arr = read_pt(str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert arr is not None and arr.shape == (3, 4) and not arr.any()
+    assert peak < 4 << 20, peak
+    assert metrics.tensor_metrics(str(path), str(path))[1] is None
+    strided = tmp_path / "strided.pt"
+    _bomb(strided, 64 << 20, torch.zeros(4, 3).t())
+    fields, msg = metrics.tensor_metrics(str(strided), str(strided))
+    assert fields["MaxAbsErr"] == "N/A"
+    assert msg == ("warning: cannot read tensor data: strided.pt: a compressed archive (torch.save writes none) that "
+                   "tbprobe's own reader does not take; not handed to torch.load, which would inflate its records "
+                   "whole")
+
+
+def test_a_record_shorter_than_its_tensor_is_refused(tmp_path):
+    import zipfile
+
+    good = tmp_path / "good.pt"
+    torch.save(torch.ones(3, 4), good)
+    short = tmp_path / "short.pt"
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(short, "w") as z:
+        for info in src.infolist():
+            data = src.read(info.filename)
+            z.writestr(info.filename, data[:16] if info.filename.endswith("/data/0") else data)
+    fields, msg = metrics.tensor_metrics(str(short), str(good))
+    assert msg == ("warning: cannot read tensor data: short.pt: its storage record 0 holds 16 bytes where its tensor "
+                   "of shape [3, 4] needs 48")
+
+
+def test_an_npy_declaring_more_than_it_holds_is_refused_before_allocating(tmp_path):
+    """np.load allocates the array its header declares before reading: a 128-byte file asked for 8 TB."""
+    from numpy.lib import format as npy
+
+    huge = tmp_path / "huge.npy"
+    with open(huge, "wb") as f:
+        npy.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (10 ** 6, 10 ** 6)})
+    assert huge.stat().st_size == 128
+    np.save(tmp_path / "ok.npy", np.ones(3))
+    _, msg = metrics.tensor_metrics(str(huge), str(tmp_path / "ok.npy"))
+    assert msg == ("warning: cannot read tensor data: huge.npy: declares an array of shape [1000000, 1000000] and "
+                   "dtype float64 (8000000000000 bytes) but holds 0 bytes of data")
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    _, msg = metrics.tensor_metrics(str(tmp_path / "obj.npy"), str(tmp_path / "ok.npy"))
+    assert msg == "warning: cannot read tensor data: obj.npy: holds Python objects (a pickle), which tbprobe does not unpickle"
+    assert metrics.tensor_metrics(str(tmp_path / "ok.npy"), str(tmp_path / "ok.npy"))[1] is None

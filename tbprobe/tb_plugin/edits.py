@@ -194,6 +194,7 @@ class Edits:
         folded = [n for step, rank, _, _ in updates for n in (matches_name(file, step, rank),
                                                               unmatch_name(file, step, rank))]
         folded = [n for n in folded + ([legend_name(file)] if legend else []) if os.path.exists(sf.path(n))]
+        _check_journals(path)
         if os.path.exists(path + "-wal") and not _log_folded_in(path):
             raise ApiError(409, "the database is being written by another program; try again when it is done")
         path, gf = self.data.open(run, file)  # (the log just folded in made it another file: its current reader)
@@ -217,9 +218,16 @@ class Edits:
             return {"backup": None, "nodes_updated": 0, "legend": False, "side_files": folded}
         stamp = time.strftime('%Y%m%d%H%M%S')
         backup = f"{path}.bak-{stamp}"
-        if os.path.exists(backup):
-            raise ApiError(409, "a backup with this timestamp exists already; retry in a second")
-        shutil.copy2(path, backup)
+        # Every name the apply writes is created here, never through what is there: the side files' retired names
+        # are reserved (created empty, exclusively) before anything is written, then the backup is created the
+        # same way and filled. A name taken by anything (a file, a folder, a link, dangling or not) is refused:
+        # `os.path.exists` is False for a dangling link, and the copy followed a planted one out of the log dir.
+        reserved = _reserve([sf.path(n) + f".bak-{stamp}" for n in folded])
+        try:
+            _copy_exclusive(path, backup)
+        except BaseException:
+            _unlink_all(reserved)
+            raise
         # The pooled read-only connections go first: SQLite removes a database's -wal and -shm when its last
         # connection closes, and a read-only one cannot; one left open beside the writer kept both for good.
         self.data.files.forget(path)
@@ -238,6 +246,7 @@ class Edits:
         except sqlite3.DatabaseError as exc:
             conn.close()
             shutil.copy2(backup, path)
+            _unlink_all(reserved)
             raise ApiError(409, f"could not write the database ({exc}); it was restored from the backup") from None
         self.data.files.forget(path)  # (readers opened meanwhile)
         conn.close()
@@ -277,8 +286,79 @@ def _number(value):
         return value
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _create_exclusive(path: str) -> int:
+    """A descriptor of a new, empty file at ``path``, created by this call (O_CREAT | O_EXCL | O_NOFOLLOW: never
+    through a link, dangling or not). 403 when a symbolic link holds the name, 409 when anything else does."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    except FileExistsError:
+        name = os.path.basename(path)
+        if os.path.islink(path):
+            raise ApiError(403, f"apply refused: {name} is a symbolic link (the apply writes that name itself); "
+                                "nothing was written") from None
+        raise ApiError(409, f"apply refused: {name} exists already (the apply writes that name); nothing was "
+                            "written: move it away, or retry in a second") from None
+    except OSError as exc:
+        raise ApiError(503, f"apply refused: {os.path.basename(path)} could not be created ({exc.strerror}); "
+                            "nothing was written") from None
+
+
+def _reserve(paths: List[str]) -> List[str]:
+    """Create each path empty and exclusively (the names side files are retired to); all or none."""
+    made: List[str] = []
+    try:
+        for p in paths:
+            os.close(_create_exclusive(p))
+            made.append(p)
+    except BaseException:
+        _unlink_all(made)
+        raise
+    return made
+
+
+def _unlink_all(paths: List[str]) -> None:
+    for p in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(p)
+
+
+def _copy_exclusive(src: str, dst: str) -> None:
+    """``shutil.copy2(src, dst)`` into a file this call creates (see _create_exclusive); a copy that fails
+    part-way is removed (503), never left half-written."""
+    fd = _create_exclusive(dst)
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+            shutil.copyfileobj(inp, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+            st = os.fstat(inp.fileno())
+            os.chmod(out.fileno(), st.st_mode & 0o7777)
+            os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
+    except OSError as exc:
+        _unlink_all([dst])
+        raise ApiError(503, f"apply refused: the backup {os.path.basename(dst)} could not be written "
+                            f"({exc.strerror or exc}); nothing was applied") from None
+    except BaseException:
+        _unlink_all([dst])
+        raise
+
+
+def _check_journals(path: str) -> None:
+    """403 when SQLite's side files of the database (-journal, -wal, -shm), which the apply's writer opens, are
+    links or not regular files (SQLite refuses a linked one too, but only once the backup is made)."""
+    for suffix in ("-journal", "-wal", "-shm"):
+        p = path + suffix
+        if os.path.islink(p) or (os.path.lexists(p) and not os.path.isfile(p)):
+            what = "a symbolic link" if os.path.islink(p) else "not a regular file"
+            raise ApiError(403, f"apply refused: {os.path.basename(p)} is {what}; nothing was written")
+
+
 def _retire(sf, names: List[str], suffix) -> None:
-    """Side files folded into the database: renamed ``<name><suffix>``, or removed when ``suffix`` is None."""
+    """Side files folded into the database: renamed ``<name><suffix>`` (over the empty file _reserve made for
+    it: a rename replaces a link there, never writes through it), or removed when ``suffix`` is None."""
     for name in names:
         src = sf.path(name)
         try:
@@ -287,6 +367,8 @@ def _retire(sf, names: List[str], suffix) -> None:
             else:
                 os.replace(src, src + suffix)
         except FileNotFoundError:
+            if suffix is not None:
+                _unlink_all([src + suffix])   # (its reserved name, left empty)
             continue
 
 

@@ -36,6 +36,13 @@ def legend_name(file: str) -> str:
 
 
 def write_json_atomic(path: str, value: object) -> None:
+    """Write ``value`` to a new temporary file (created exclusively, never through a link) and rename it over
+    ``path``. A link or a folder at ``path`` is refused (403), as reading one is: the rename would have replaced
+    it without a word (or failed with a traceback, for a folder)."""
+    if os.path.islink(path):
+        raise ApiError(403, f"side file {os.path.basename(path)} is a symbolic link: refused")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise ApiError(403, f"side file {os.path.basename(path)} is not a regular file: refused")
     folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tbprobe-", suffix=".tmp", dir=folder)
     try:

@@ -401,3 +401,96 @@ def test_the_apply_locks_stay_bounded_one_file_keeping_its_lock(tmp_path):
     assert edits._apply_lock(str(tmp_path / "." / "f0.vis.db")) is one
     assert edits._apply_lock(str(tmp_path / "link.vis.db")) is one
     assert isinstance(one, type(threading.Lock()))
+
+
+def _fixed_stamp(monkeypatch, stamp: str = "20260101000000"):
+    import types
+
+    from tbprobe.tb_plugin import edits
+
+    monkeypatch.setattr(edits, "time", types.SimpleNamespace(strftime=lambda fmt: stamp))
+    return stamp
+
+
+def _edited(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0)
+    assert api.post("/api/match", dict(q, debug="Tensor.__mul__.1.forward", bench="Tensor.__add__.1.forward"))[0] == 200
+    assert api.post("/api/legend", dict(run=run, file=file, node_colors=_legend()))[0] == 200
+    return run, file, logdir / run
+
+
+def test_apply_never_writes_through_a_planted_backup_link(api, logdir, tmp_path, monkeypatch):
+    """The backup was `shutil.copy2(db, db + ".bak-<stamp>")` guarded by `os.path.exists`, which is False for a
+    dangling link: a link planted under the next second's name had the copy create the file it pointed to, outside
+    the log directory (a tester got 1.5 MB written there). Now the backup is created exclusively (O_EXCL |
+    O_NOFOLLOW): a link holding the name is a 403, nothing is written anywhere, the edits stay pending."""
+    stamp = _fixed_stamp(monkeypatch)
+    run, file, folder = _edited(api, logdir)
+    db = folder / file
+    before = _digest(db)
+    victim = tmp_path / "victim"
+    os.symlink(victim, folder / f"{file}.bak-{stamp}")
+    pending = sorted(os.listdir(folder))
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 403 and body["error"] == (f"apply refused: {file}.bak-{stamp} is a symbolic link (the apply "
+                                               "writes that name itself); nothing was written"), body
+    assert not os.path.lexists(victim)
+    assert _digest(db) == before and sorted(os.listdir(folder)) == pending   # nothing written, no name reserved
+    os.unlink(folder / f"{file}.bak-{stamp}")
+    status, body = api.post("/api/apply", dict(run=run, file=file))        # the edits are still there to apply
+    assert status == 200 and body["backup"] == f"{file}.bak-{stamp}", body
+
+
+def test_apply_never_renames_a_side_file_over_a_planted_name(api, logdir, tmp_path, monkeypatch):
+    """The side files an apply folds in are renamed `<side file>.bak-<stamp>`: a link or a file holding one of
+    those names is refused before anything is written (the rename replaced it unseen); a regular file by the
+    backup's name is a 409 (the name is taken), never overwritten."""
+    stamp = _fixed_stamp(monkeypatch)
+    run, file, folder = _edited(api, logdir)
+    db = folder / file
+    before = _digest(db)
+    legend_bak = folder / f"{file}.legend.json.bak-{stamp}"
+    os.symlink(tmp_path / "victim", legend_bak)
+    pending = sorted(os.listdir(folder))
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 403 and f"{file}.legend.json.bak-{stamp} is a symbolic link" in body["error"], body
+    assert not os.path.lexists(tmp_path / "victim") and os.path.islink(legend_bak)
+    assert _digest(db) == before and sorted(os.listdir(folder)) == pending
+    os.unlink(legend_bak)
+    (folder / f"{file}.bak-{stamp}").write_bytes(b"someone's file")
+    pending = sorted(os.listdir(folder))
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 409 and f"{file}.bak-{stamp} exists already" in body["error"], body
+    assert (folder / f"{file}.bak-{stamp}").read_bytes() == b"someone's file"
+    assert _digest(db) == before and sorted(os.listdir(folder)) == pending
+
+
+def test_apply_refuses_a_linked_sqlite_journal_before_any_backup(api, logdir, tmp_path, monkeypatch):
+    stamp = _fixed_stamp(monkeypatch)
+    run, file, folder = _edited(api, logdir)
+    for suffix in ("-journal", "-wal"):
+        os.symlink(tmp_path / f"victim{suffix}", folder / f"{file}{suffix}")
+        status, body = api.post("/api/apply", dict(run=run, file=file))
+        assert status == 403 and body["error"] == (f"apply refused: {file}{suffix} is a symbolic link; nothing was "
+                                                   "written"), body
+        assert not os.path.lexists(folder / f"{file}.bak-{stamp}") and not os.path.lexists(tmp_path / f"victim{suffix}")
+        os.unlink(folder / f"{file}{suffix}")
+
+
+def test_side_file_writes_refuse_a_link_or_folder_by_their_name(api, logdir, tmp_path):
+    """A legend edit renamed its temporary file over whatever held `<file>.legend.json`: a link was replaced
+    silently (reads of it are refused) and a folder made a 500. Both are refused with a 403."""
+    run, file = db_file(logdir, "cmp_stat")
+    target = logdir / run / f"{file}.legend.json"
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    os.symlink(outside, target)
+    status, body = api.post("/api/legend", dict(run=run, file=file, node_colors=_legend()))
+    assert status == 403 and body["error"] == f"side file {file}.legend.json is a symbolic link: refused", body
+    assert os.path.islink(target) and outside.read_text() == "{}"
+    os.unlink(target)
+    os.mkdir(target)
+    status, body = api.post("/api/legend", dict(run=run, file=file, node_colors=_legend()))
+    assert status == 403 and body["error"] == f"side file {file}.legend.json is not a regular file: refused", body
+    assert not [n for n in os.listdir(logdir / run) if n.startswith(".tbprobe-")]   # no temporary file left

@@ -9,7 +9,13 @@ import numpy as np
 from tbprobe.graph_builder import rollup
 from tbprobe.graph_builder.model import Graph, Node
 from tbprobe.tb_plugin.api_error import ApiError
-from tbprobe.tb_plugin.graph_index import OVERFLOW_LEVELS, PRECISION_CLASSES, GraphIndex, precision_classes
+from tbprobe.tb_plugin.graph_index import (
+    OVERFLOW_LEVELS,
+    PRECISION_CLASSES,
+    GraphIndex,
+    precision_classes,
+    stored_int,
+)
 from tbprobe.tb_plugin.graph_store import metric_number, row_metrics
 
 __all__ = ["stored_finding", "first_divergence", "first_overflow", "divergence_why"]
@@ -22,7 +28,10 @@ def stored_finding(idx: GraphIndex, found: Optional[dict]) -> Optional[dict]:
     i = idx.by_name[found["name"]]
     prec = float(idx.precision[i])
     level = PRECISION_CLASSES[precision_classes(idx.precision[i: i + 1])[0]]
-    return {"name": idx.names[i], "order": i, "exec_order": found.get("exec_order"),
+    # (as stored: 'x' went out as the text "x"; a wrongly typed one is the file's 400, as in the index)
+    exec_order = stored_int(found.get("exec_order"), getattr(idx, "source", "this graph"),
+                            "tbprobe_findings.exec_order", idx.names[i], default=None)  # type: ignore[arg-type]
+    return {"name": idx.names[i], "order": i, "exec_order": exec_order,
             "precision": None if prec != prec else prec, "level": level,
             "overflow": OVERFLOW_LEVELS[idx.overflow[i]] or None, "path": idx.path(i), "detail": found.get("detail")}
 

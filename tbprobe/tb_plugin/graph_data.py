@@ -222,7 +222,7 @@ class GraphData:
         row = gf.node(step, rank, side, node)
         summary = idx.summary(i, self._overlay_fields(run, file, gf, step, rank, side))
         out = detail(row, idx.path(i), summary["precision"], summary["overflow"],
-                     (summary["subtree_precision"], summary["subtree_overflow"]), None)
+                     (summary["subtree_precision"], summary["subtree_overflow"]), None, os.path.basename(gf.path))
         ov = self.overlay(run, file, gf, step, rank)
         if ov is not None:
             self._overlay_counterpart(gf, step, rank, side, out, ov)

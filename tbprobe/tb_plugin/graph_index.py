@@ -5,14 +5,16 @@ answers children, paths, filters and search without touching SQLite again. Nodes
 (post-order, siblings in execution order), so a node's children are listed in execution order.
 """
 import math
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.search_index import NameSearch
 
-__all__ = ["OVERFLOW_LEVELS", "PRECISION_CLASSES", "NodeRow", "GraphIndex", "precision_class", "precision_classes"]
+__all__ = ["OVERFLOW_LEVELS", "PRECISION_CLASSES", "NodeRow", "GraphIndex", "precision_class", "precision_classes",
+           "stored_int", "int_sql"]
 
 OVERFLOW_LEVELS = ("", "medium", "high", "critical")
 _OVERFLOW_CODE = {name: code for code, name in enumerate(OVERFLOW_LEVELS)}
@@ -52,11 +54,60 @@ def precision_classes(values: np.ndarray, bounds: Sequence[Tuple[float, str]] = 
     return out
 
 
-def _int_array(values, dtype) -> np.ndarray:
+_ASCII_INT = re.compile(r"-?[0-9]+")   # (int() also took " 1", "1_0" and other scripts' digits, "\u0661")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"a {len(bytes(value))}-byte blob"
+    if isinstance(value, str):
+        return quoted(value, 40)
+    return str(value)[:40]
+
+
+def stored_int(value: object, source: str, column: str, node: str, lo: int = _INT64[0], hi: int = _INT64[1],
+               default: int = 0) -> int:
+    """A stored integer (a JSON or SQLite integer, or text of ASCII digits with an optional minus) as an int, between
+    ``lo`` and ``hi``; ``default`` for NULL or ''. Anything else (``'abc'``, ``1.5``, a blob, a number too big) is a
+    400 naming the file, the column and the node: int() on such a value was a 500 on every route that read it."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _ASCII_INT.fullmatch(value):
+        number = int(value)
+    else:
+        raise ApiError(400, f"{source}: column {column} of node {quoted(node)} holds {_shown(value)}, not an integer")
+    if not lo <= number <= hi:
+        raise ApiError(400, f"{source}: column {column} of node {quoted(node)} holds {_shown(value)}, not an "
+                            f"integer from {lo} to {hi}")
+    return number
+
+
+def int_sql(column: str) -> str:
+    """SQL giving a stored integer column as an integer when it is one (an integer, or text of at most 18 ASCII
+    digits, as msprobe's TEXT node_type holds it), else the value as stored, for :func:`stored_int` to refuse or
+    read (CAST turned 'abc' into 0 and 1.5 into 1 silently, while the node's details failed on it)."""
+    return (f"CASE WHEN typeof({column}) = 'integer' THEN {column}"
+            f" WHEN typeof({column}) = 'text' AND length({column}) BETWEEN 1 AND 18 AND {column} NOT GLOB '*[^0-9]*'"
+            f" THEN CAST({column} AS INTEGER) ELSE {column} END")
+
+
+def _int_column(values: Sequence[object], dtype, column: str, names: Sequence[str], source: str,
+                default: int = 0) -> np.ndarray:
+    """A column of stored integers as an array of ``dtype``: at once when every value is an integer in range (the
+    store's SQL gives those), else value by value, a bad one a 400 naming it (:func:`stored_int`)."""
+    info = np.iinfo(dtype)
     try:
-        return np.array(values, dtype=dtype)
-    except (TypeError, ValueError):
-        return np.array([_int(v) for v in values], dtype=dtype)
+        found = np.array(values)
+    except (TypeError, ValueError, OverflowError):
+        found = None
+    if found is not None and found.ndim == 1 and found.dtype.kind in "iu" and (
+            not len(found) or (int(found.min()) >= info.min and int(found.max()) <= info.max)):
+        return found.astype(dtype)
+    return np.array([stored_int(v, source, column, names[i], int(info.min), int(info.max), default)
+                     for i, v in enumerate(values)], dtype=dtype)
 
 
 def _float_array(values) -> np.ndarray:
@@ -75,33 +126,30 @@ def _float(value: object) -> float:
         return _NAN
 
 
-def _int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return 0
-
-
 class GraphIndex:
-    """The tree of one graph. Index ``i`` is the i-th node by node_order; the root is ``self.root``."""
+    """The tree of one graph. Index ``i`` is the i-th node by node_order; the root is ``self.root``. ``source``
+    names the file in the 400 a wrongly typed value gets (``node_type``, ``micro_step_id``, ``exec_order``)."""
 
-    def __init__(self, rows: Sequence[NodeRow], compare: bool):
+    def __init__(self, rows: Sequence[NodeRow], compare: bool, source: str = "this graph"):
         self.compare = compare
+        self.source = source
         n = len(rows)
         if n == 0:
             raise ApiError(404, "this graph has no nodes")
         # Column-wise bulk conversion: a Python loop per node and field would dominate the cost of a big graph.
         # The store hands over types, micro steps and flags already as integers and overflow as a code (SQL does
-        # the conversion); other sources may pass text, converted on the slow path.
+        # the conversion, int_sql); other sources may pass text, converted (or refused) on the slow path.
         names, ntypes, ups, precs, ovfs, micros, matched, execs = zip(*rows)
         self.names: List[str] = list(names)
-        self.types = _int_array(ntypes, np.int16)
+        self.types = _int_column(ntypes, np.int16, "node_type", names, source)
         self.precision = _float_array(precs)
-        self.overflow = _int_array([o if isinstance(o, int) else _OVERFLOW_CODE.get(o or "", 0) for o in ovfs],
-                                   np.int8)
-        self.micro = _int_array(micros, np.int32)
+        self.overflow = np.array([o if isinstance(o, int) and 0 <= o < len(OVERFLOW_LEVELS)
+                                  else _OVERFLOW_CODE.get(o if isinstance(o, str) else "", 0) for o in ovfs],
+                                 dtype=np.int8)
+        self.micro = _int_column(micros, np.int32, "micro_step_id", names, source)
         self.matched = np.array(matched, dtype=bool)
-        self.exec_order = np.array([i if e is None else e for i, e in enumerate(execs)], dtype=np.int64)
+        self.exec_order = _int_column([i if e is None else e for i, e in enumerate(execs)], np.int64, "exec_order",
+                                      names, source)
         # First occurrence wins for a duplicated name (dict() keeps the last: feed the names in reverse).
         self.by_name: Dict[str, int] = dict(zip(reversed(self.names), range(n - 1, -1, -1)))
         get = self.by_name.get

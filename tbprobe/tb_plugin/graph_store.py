@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from tbprobe.tb_plugin import index_cache, light_graph
-from tbprobe.tb_plugin.api_error import ApiError
-from tbprobe.tb_plugin.graph_index import GraphIndex
+from tbprobe.tb_plugin.api_error import ApiError, quoted
+from tbprobe.tb_plugin.graph_index import GraphIndex, int_sql
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 
 __all__ = ["DbGraphFile", "derived_estimate", "loads_or", "row_metrics", "metric_sort_key", "MetricValue",
@@ -46,13 +46,18 @@ def loads_or(text: Optional[str], default):
         return default
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def _ints(values, file: str, column: str) -> List[int]:
     """A tb_config list of numbers as ints; a 400 naming the column for anything else (a hostile or broken file
-    answered 500 on every route)."""
+    answered 500 on every route). Text counts when it is ASCII digits: str.isdigit() also took "²", which int()
+    then refused (a 500), and " 1 " and other scripts' digits."""
     out = []
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, str) and not v.strip().isdigit()):
-            raise ApiError(400, f"{file}: tb_config {column} holds {v!r}, not a step, rank or count")
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, str) and not _DIGITS.fullmatch(v)):
+            shown = quoted(v, 40) if isinstance(v, str) else repr(v)[:40]
+            raise ApiError(400, f"{file}: tb_config {column} holds {shown}, not a step, rank or count")
         out.append(int(v))
     return out
 
@@ -320,7 +325,7 @@ class DbGraphFile:
             "node_colors": _dict(loads_or(cfg.get("node_colors"), {})),  # build graphs store JSON null
             "tool_tip": _dict(loads_or(cfg.get("tool_tip"), {})),
             "writer": "tbprobe" if "tbprobe_meta" in self.tables else "msprobe",
-            "schema_version": int(schema_version) if schema_version and str(schema_version).isdigit() else None,
+            "schema_version": int(schema_version) if _DIGITS.fullmatch(str(schema_version or "")) else None,
             # written by the collector while training runs (formats/live_vis_db.py): its steps change
             "live": meta_rows.get("live") == "1",
         }
@@ -460,11 +465,12 @@ class DbGraphFile:
     def light_root(self, step: int, rank: int, side: str) -> dict:
         # Not counted as foreground work: one indexed row, and the page polls it until the index is ready.
         with self._conn() as conn:
-            return light_graph.root_summary(conn, step, rank, side)
+            return light_graph.root_summary(conn, step, rank, side, os.path.basename(self.path))
 
     def light_children(self, step: int, rank: int, side: str, node: str, micro_step: int) -> List[dict]:
         with _FOREGROUND.active(), self._conn() as conn:
-            return light_graph.child_summaries(conn, step, rank, side, node, micro_step)
+            return light_graph.child_summaries(conn, step, rank, side, node, micro_step,
+                                               os.path.basename(self.path))
 
     def prefetch(self, step: int, rank: int, sides) -> None:
         """Build the indexes of a graph in the background (the page asks for them right after the meta). One
@@ -478,11 +484,11 @@ class DbGraphFile:
     def _scan_index(self, step: int, rank: int, side: str) -> GraphIndex:
         ext = "tbprobe_node_ext" in self.tables
         sql = (
-            "SELECT n.node_name, CAST(n.node_type AS INTEGER), n.up_node, n.precision_index,"
+            f"SELECT n.node_name, {int_sql('n.node_type')}, n.up_node, n.precision_index,"
             " CASE n.overflow_level WHEN 'medium' THEN 1 WHEN 'high' THEN 2 WHEN 'critical' THEN 3 ELSE 0 END,"
-            " CAST(n.micro_step_id AS INTEGER),"
+            f" {int_sql('n.micro_step_id')},"
             " (n.matched_node_link IS NOT NULL AND n.matched_node_link NOT IN ('', '[]')),"
-            + (" e.exec_order FROM tb_nodes n LEFT JOIN tbprobe_node_ext e ON e.id = n.id" if ext else
+            + (f" {int_sql('e.exec_order')} FROM tb_nodes n LEFT JOIN tbprobe_node_ext e ON e.id = n.id" if ext else
                " NULL FROM tb_nodes n")
             + " WHERE n.step = ? AND n.rank = ? AND n.data_source = ? ORDER BY n.node_order"
         )
@@ -500,7 +506,7 @@ class DbGraphFile:
                 _FOREGROUND.wait_idle()
         if not rows:
             raise ApiError(404, f"no graph for step {step}, rank {rank}, side {side} in this file")
-        return GraphIndex(rows, compare=self._meta["graph_type"] == "compare")
+        return GraphIndex(rows, compare=self._meta["graph_type"] == "compare", source=os.path.basename(self.path))
 
     def node(self, step: int, rank: int, side: str, name: str) -> dict:
         """Every stored field of one node, JSON columns decoded."""

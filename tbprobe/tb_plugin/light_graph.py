@@ -14,14 +14,14 @@ import sqlite3
 from typing import Dict, List, Optional
 
 from tbprobe.tb_plugin.api_error import ApiError
-from tbprobe.tb_plugin.graph_index import OVERFLOW_LEVELS
+from tbprobe.tb_plugin.graph_index import OVERFLOW_LEVELS, int_sql, stored_int
 
 __all__ = ["eligible", "root_summary", "child_summaries"]
 
 _COLUMNS = (
-    "n.node_name, CAST(n.node_type AS INTEGER), n.precision_index,"
+    f"n.node_name, {int_sql('n.node_type')}, n.precision_index,"
     " CASE n.overflow_level WHEN 'medium' THEN 1 WHEN 'high' THEN 2 WHEN 'critical' THEN 3 ELSE 0 END,"
-    " CAST(n.micro_step_id AS INTEGER),"
+    f" {int_sql('n.micro_step_id')},"
     " (n.matched_node_link IS NOT NULL AND n.matched_node_link NOT IN ('', '[]')), n.node_order,"
     # the child count comes from the (step, rank, data_source, up_node, node_order) index alone
     " (SELECT COUNT(*) FROM tb_nodes c WHERE c.step = n.step AND c.rank = n.rank"
@@ -40,7 +40,8 @@ def eligible(conn: sqlite3.Connection, step: int, rank: int, side: str) -> bool:
     return roots == 1
 
 
-def _summary(row) -> dict:
+def _summary(row, source: str) -> dict:
+    """A summary as the index gives it; a wrongly typed value is the same 400 as from the index (stored_int)."""
     name, ntype, prec, ovf, micro, matched, order, n_children = row
     try:
         precision: Optional[float] = None if prec is None or prec == "" else float(prec)
@@ -48,21 +49,24 @@ def _summary(row) -> dict:
         precision = None
     if precision is not None and precision != precision:
         precision = None
-    return {"name": name, "type": int(ntype or 0), "n_children": int(n_children), "precision": precision,
+    return {"name": name, "type": stored_int(ntype, source, "node_type", name, -(1 << 15), (1 << 15) - 1),
+            "n_children": int(n_children), "precision": precision,
             "overflow": OVERFLOW_LEVELS[ovf] or None, "subtree_precision": None, "subtree_overflow": None,
-            "matched": bool(matched), "micro_step": int(micro or 0), "order": int(order)}
+            "matched": bool(matched),
+            "micro_step": stored_int(micro, source, "micro_step_id", name, -(1 << 31), (1 << 31) - 1),
+            "order": stored_int(order, source, "node_order", name)}
 
 
-def root_summary(conn: sqlite3.Connection, step: int, rank: int, side: str) -> dict:
+def root_summary(conn: sqlite3.Connection, step: int, rank: int, side: str, source: str = "this file") -> dict:
     row = conn.execute(f"SELECT {_COLUMNS} FROM tb_nodes n WHERE {_GRAPH} AND (n.up_node IS NULL OR n.up_node = '')"
                        " ORDER BY n.node_order DESC LIMIT 1", (step, rank, side)).fetchone()
     if row is None:
         raise ApiError(404, f"no graph for step {step}, rank {rank}, side {side} in this file")
-    return _summary(row)
+    return _summary(row, source)
 
 
 def child_summaries(conn: sqlite3.Connection, step: int, rank: int, side: str, node: str,
-                    micro_step: int = -1) -> List[Dict]:
+                    micro_step: int = -1, source: str = "this file") -> List[Dict]:
     """Summaries of the direct children of ``node`` in execution order; 404 for an unknown node."""
     micro = " AND n.micro_step_id = ?" if micro_step >= 0 else ""
     args = (step, rank, side, node) + ((micro_step,) if micro_step >= 0 else ())
@@ -73,4 +77,4 @@ def child_summaries(conn: sqlite3.Connection, step: int, rank: int, side: str, n
                               (step, rank, side, node)).fetchone()
         if exists is None:
             raise ApiError(404, f"no node named {node!r} in this graph")
-    return [_summary(r) for r in rows]
+    return [_summary(r, source) for r in rows]

@@ -7,6 +7,8 @@ literal for them).
 import math
 from typing import Dict, List, Optional, Tuple
 
+from tbprobe.tb_plugin.graph_index import stored_int
+
 __all__ = ["typed_value", "split_params", "detail"]
 
 _TEXT_FIELDS = {"type", "dtype", "shape", "md5", "data_name", "requires_grad", "Result", "Err_message",
@@ -51,21 +53,23 @@ def split_params(node: str, input_data: Dict[str, dict], output_data: Dict[str, 
 
 
 def detail(row: dict, path: List[str], precision: Optional[float], overflow: Optional[str],
-           subtree: Tuple[Optional[float], Optional[str]], bench: Optional[dict]) -> dict:
+           subtree: Tuple[Optional[float], Optional[str]], bench: Optional[dict], source: str = "this file") -> dict:
+    """The node panel's answer from a stored row. ``source`` names the file in the 400 of a wrongly typed
+    ``node_type`` or ``micro_step_id`` (``'abc'``, ``1.5``, a blob: int() made it a 500)."""
     name = row.get("node_name") or ""
     link = row.get("matched_node_link") or []
     params = split_params(name, row.get("input_data") or {}, row.get("output_data") or {})
     dist = row.get("matched_distributed")
     out = {
         "name": name,
-        "type": int(row.get("node_type") or 0),
+        "type": stored_int(row.get("node_type"), source, "node_type", name, -(1 << 15), (1 << 15) - 1),
         "parent": row.get("up_node") or None,
         "path": path,
         "precision": precision,
         "overflow": overflow,
         "subtree_precision": subtree[0],
         "subtree_overflow": subtree[1],
-        "micro_step": int(row.get("micro_step_id") or 0),
+        "micro_step": stored_int(row.get("micro_step_id"), source, "micro_step_id", name, -(1 << 31), (1 << 31) - 1),
         "inputs": params["inputs"],
         "outputs": params["outputs"],
         "parameters": params["parameters"],

@@ -44,6 +44,17 @@ def _post_order(graph: dict) -> List[str]:
 _JSON_FACTOR = 4   # the parsed objects of a JSON text take a few times its bytes
 
 
+def _micro_steps(value, name: str) -> int:
+    """The file's MicroSteps count (absent: 1); 400 for anything but a positive integer (int() was a 500)."""
+    if value is None or value == "" or value == 0:
+        return 1
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 1 << 31:
+        raise ApiError(400, f"{name}: MicroSteps holds {json.dumps(value)[:40]}, not a count")
+    return value
+
+
 class VisGraphFile:
     def __init__(self, path: str):
         self.path = path
@@ -70,7 +81,7 @@ class VisGraphFile:
             "task": data.get("task") or "",
             "steps": [0],
             "ranks": [0],
-            "micro_steps": int(data.get("MicroSteps") or 1),
+            "micro_steps": _micro_steps(data.get("MicroSteps"), os.path.basename(path)),
             "overflow_check": bool(data.get("OverflowCheck")),
             "sides": ["NPU", "Bench"] if compare else ["NPU"],
             "node_colors": data.get("Colors") or {},
@@ -115,7 +126,8 @@ class VisGraphFile:
                                  data.get("precision_index"), data.get("overflow_level"),
                                  node.get("micro_step_id", 0), bool(node.get("matched_node_link")), None))
                 self._orders[side] = order
-                self._indexes[side] = GraphIndex(rows, compare=self._meta["graph_type"] == "compare")
+                self._indexes[side] = GraphIndex(rows, compare=self._meta["graph_type"] == "compare",
+                                                 source=os.path.basename(self.path))
             return self._indexes[side]
 
     def node(self, step: int, rank: int, side: str, name: str) -> dict:

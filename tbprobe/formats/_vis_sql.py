@@ -48,7 +48,9 @@ def open_db(path: PathLike, readonly: bool = True) -> sqlite3.Connection:
     if not p.exists():
         raise FormatError(p, "no such database file")
     if not p.is_file():
-        raise FormatError(p, "expected a .vis.db file, found a folder")
+        raise FormatError(p, "expected a .vis.db file, found a folder" if p.is_dir() else
+                          "expected a .vis.db file, found something that is not a regular file (a FIFO, a device "
+                          "or a socket)")
     if not readonly:
         attempts = [str(p)]
     elif Path(f"{p}-wal").exists():

@@ -89,5 +89,8 @@ def resolve_file(logdir: str, run: str, file: str) -> str:
     if not file_format(file):
         raise ApiError(400, f"not a graph file: {file!r} (expected {DB_SUFFIX} or {VIS_SUFFIX})")
     if not os.path.isfile(path):
+        if os.path.exists(path):  # (never opened: a FIFO would block the request)
+            what = "a folder" if os.path.isdir(path) else "a FIFO, a device or a socket"
+            raise ApiError(400, f"{file}: not a regular file ({what})")
         raise ApiError(404, f"no such graph file: {run}/{file}")
     return path

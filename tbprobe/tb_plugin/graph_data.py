@@ -141,6 +141,8 @@ class GraphData:
             if ident in self._types:
                 return self._types[ident]
         try:
+            if not os.path.isfile(path):  # (a FIFO: never opened, it would block; the same words as its reads)
+                raise ApiError(400, f"{os.path.basename(path)}: not a regular file (a FIFO, a device or a socket)")
             if path.endswith(catalog.DB_SUFFIX):
                 conn = open_readonly(path)
                 try:

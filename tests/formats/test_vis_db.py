@@ -317,6 +317,16 @@ def test_empty_file_and_missing_file_and_folder(tmp_path):
         VisDbReader(tmp_path)
 
 
+def test_a_fifo_is_not_a_regular_file_not_a_folder(tmp_path):
+    """A FIFO named x.vis.db was reported as "found a folder" (and is never opened: that would block)."""
+    fifo = tmp_path / "x.vis.db"
+    os.mkfifo(fifo)
+    with pytest.raises(FormatError) as e:
+        VisDbReader(fifo)
+    assert str(e.value) == (f"{fifo}: expected a .vis.db file, found something that is not a regular file (a FIFO, "
+                            "a device or a socket)")
+
+
 def test_truncated_database(ref_db_copies, tmp_path):
     src = ref_db_copies["multi"].read_bytes()
     cut = tmp_path / "cut.vis.db"

@@ -152,3 +152,17 @@ def test_a_static_path_refused_names_the_static_folder_not_the_log_directory(api
         resp = api.client.get(PREFIX + bad)
         assert resp.status_code == 403, (bad, resp.status_code)
         assert resp.get_json()["error"] == "path refused: '../index.js' leaves the plugin's static folder", bad
+
+
+def test_a_fifo_named_like_a_graph_is_listed_as_not_a_regular_file_and_never_opened(api, logdir):
+    """A FIFO named x.vis.db was listed with "expected a .vis.db file, found a folder"; a read of it said "no such
+    graph file". Opening it would block the request: it is never opened."""
+    os.mkfifo(logdir / "out" / "pipe.vis.db")
+    _, runs = api.get("/api/runs")
+    item, = [f for r in runs["runs"] if r["run"] == "out" for f in r["files"] if f["file"] == "pipe.vis.db"]
+    assert item["error"] == "pipe.vis.db: not a regular file (a FIFO, a device or a socket)", item
+    status, body = api.get("/api/meta", run="out", file="pipe.vis.db")
+    assert (status, body["error"]) == (400, "pipe.vis.db: not a regular file (a FIFO, a device or a socket)")
+    os.mkdir(logdir / "out" / "dir.vis.db")
+    status, body = api.get("/api/meta", run="out", file="dir.vis.db")
+    assert (status, body["error"]) == (400, "dir.vis.db: not a regular file (a folder)")

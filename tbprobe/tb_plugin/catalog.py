@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.security import resolve_inside
 
 __all__ = ["DB_SUFFIX", "VIS_SUFFIX", "FileEntry", "scan", "file_format", "resolve_file", "tag_of"]
@@ -87,7 +87,7 @@ def resolve_file(logdir: str, run: str, file: str) -> str:
         raise ApiError(403, "path refused: file must be a plain file name inside the run")
     path = resolve_inside(logdir, run, file)
     if not file_format(file):
-        raise ApiError(400, f"not a graph file: {file!r} (expected {DB_SUFFIX} or {VIS_SUFFIX})")
+        raise ApiError(400, f"not a graph file: {quoted(file)} (expected {DB_SUFFIX} or {VIS_SUFFIX})")
     if not os.path.isfile(path):
         if os.path.exists(path):  # (never opened: a FIFO would block the request)
             what = "a folder" if os.path.isdir(path) else "a FIFO, a device or a socket"

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Dict, List, Tuple
 
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.graph_data import GraphData
 from tbprobe.tb_plugin.graph_store import DbGraphFile
 from tbprobe.tb_plugin.manual_match import Overlay, pair_descendants, recompute
@@ -50,7 +50,7 @@ def _legend_text(color: str, spec: dict, key: str, limit: int) -> str:
 def _check_color(color) -> None:
     if not (isinstance(color, str) and len(color) in (4, 7) and color.startswith("#")
             and all(c in "0123456789abcdefABCDEF" for c in color[1:])):
-        raise ApiError(400, f"bad colour {str(color)[:20]!r}: expected #RGB or #RRGGBB")
+        raise ApiError(400, f"bad colour {quoted(color, 20)}: expected #RGB or #RRGGBB")
 
 
 def _legend_range(color: str, value) -> list:

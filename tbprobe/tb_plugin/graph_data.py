@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from tbprobe.tb_plugin import catalog
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.compact_summaries import compact_from_dicts, compact_summaries
 from tbprobe.tb_plugin.compare_table import BASE_COLUMNS, build_rows, sort_key_number, to_csv
 from tbprobe.tb_plugin.findings import divergence_why, first_divergence, first_overflow, stored_finding
@@ -285,7 +285,7 @@ class GraphData:
             hits = sorted(hits.tolist(), key=lambda i: idx.names[i], reverse=desc)
         elif sort not in ("", "order"):
             if sort not in METRIC_FIELDS:
-                raise ApiError(400, f"unknown sort {sort!r}: use order, precision, name or one of {', '.join(METRIC_FIELDS)}")
+                raise ApiError(400, f"unknown sort {quoted(sort)}: use order, precision, name or one of {', '.join(METRIC_FIELDS)}")
             table = self._metrics(gf, step, rank, side, (sort,))
             # (by magnitude, NaN above an infinity above the rest: metric_sort_key)
             hits = _sorted_missing_last(hits.tolist(),
@@ -295,7 +295,7 @@ class GraphData:
         hits = list(hits)
         page = hits[offset: offset + limit]
         if metric and metric not in METRIC_FIELDS:
-            raise ApiError(400, f"unknown metric {metric!r}: use one of {', '.join(METRIC_FIELDS)}")
+            raise ApiError(400, f"unknown metric {quoted(metric)}: use one of {', '.join(METRIC_FIELDS)}")
         if metric or len(page) > _PAGE_PARSE_LIMIT:
             table = self._metrics(gf, step, rank, side, (metric,) if metric else METRIC_FIELDS)
         else:  # a small page: read its rows directly rather than computing every metric of the whole graph
@@ -351,7 +351,7 @@ class GraphData:
             rows = [r for r in rows if ql in r["node"].lower()]
         if sort and sort != "order":
             if sort not in table.columns:
-                raise ApiError(400, f"unknown sort column {sort!r}")
+                raise ApiError(400, f"unknown sort column {quoted(sort)}")
             if sort in ("node", "io", "key"):
                 rows = sorted(rows, key=lambda r: str(r.get(sort) or ""), reverse=desc)
             else:

@@ -227,7 +227,7 @@ class GraphIndex:
     def find(self, name: str) -> int:
         i = self.by_name.get(name)
         if i is None:
-            raise ApiError(404, f"no node named {name!r} in this graph")
+            raise ApiError(404, f"no node named {quoted(name)} in this graph")
         return i
 
     def children(self, i: int, micro_step: int = -1) -> List[int]:

@@ -524,7 +524,7 @@ class DbGraphFile:
             finally:
                 conn.row_factory = None
         if row is None:
-            raise ApiError(404, f"no node named {name!r} in this graph")
+            raise ApiError(404, f"no node named {quoted(name)} in this graph")
         out = dict(row)
         out["matched_node_link"] = loads_or(out.get("matched_node_link"), [])
         out["matched_distributed"] = loads_or(out.get("matched_distributed"), {})

@@ -13,7 +13,7 @@ the index's numbering too when node_order numbers the graph 0..n-1 (as msprobe a
 import sqlite3
 from typing import Dict, List, Optional
 
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.graph_index import OVERFLOW_LEVELS, int_sql, stored_int
 
 __all__ = ["eligible", "root_summary", "child_summaries"]
@@ -76,5 +76,5 @@ def child_summaries(conn: sqlite3.Connection, step: int, rank: int, side: str, n
         exists = conn.execute(f"SELECT 1 FROM tb_nodes n WHERE {_GRAPH} AND n.node_name = ? LIMIT 1",
                               (step, rank, side, node)).fetchone()
         if exists is None:
-            raise ApiError(404, f"no node named {node!r} in this graph")
+            raise ApiError(404, f"no node named {quoted(node)} in this graph")
     return [_summary(r, source) for r in rows]

@@ -1,12 +1,14 @@
 """Parsing and validating request parameters: every bad value is a 400 with the parameter's name."""
 import json
+import re
 from typing import Iterable, List, Mapping, Optional
 
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 
 __all__ = ["text", "integer", "flag", "side", "choices", "MAX_LIMIT"]
 
 MAX_LIMIT = 50000
+_INTEGER = re.compile(r"-?[0-9]+")
 _SIDES = ("NPU", "Bench")
 
 
@@ -31,13 +33,11 @@ def integer(args: Mapping, name: str, default: Optional[int] = None, lo: int = -
         return default
     if body and (isinstance(value, bool) or not isinstance(value, int)):
         raise ApiError(400, f"parameter {name} must be a JSON integer, got {json.dumps(value)[:40]}")
-    try:
-        # int() would truncate a JSON 1.5 to 1 where the query string's "1.5" is refused: refuse both
-        if isinstance(value, float):
-            raise ValueError(value)
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ApiError(400, f"parameter {name} must be an integer, got {str(value)[:40]!r}") from None
+    # ASCII digits with an optional minus (the range below says where a negative one means nothing): int() took
+    # " 0", "0_0" and other scripts' digits ("\u0660", Arabic-Indic zero) as 0; a JSON 1.5 is refused like "1.5"
+    if not isinstance(value, int) and not (isinstance(value, str) and _INTEGER.fullmatch(value)):
+        raise ApiError(400, f"parameter {name} must be an integer, got {quoted(value, 40)}")
+    number = int(value) if isinstance(value, int) or len(value) <= 20 else hi + 1   # (int() refuses 4300 digits)
     if isinstance(value, bool) or not lo <= number <= hi:
         raise ApiError(400, f"parameter {name} must be between {lo} and {hi}")
     return number
@@ -55,7 +55,7 @@ def flag(args: Mapping, name: str, body: bool = False) -> bool:
         return False
     if value == "1":
         return True
-    raise ApiError(400, f"parameter {name} must be 0 or 1, got {str(value)[:40]!r}")
+    raise ApiError(400, f"parameter {name} must be 0 or 1, got {quoted(value, 40)}")
 
 
 def side(args: Mapping, default: Optional[str] = None) -> str:
@@ -72,5 +72,5 @@ def choices(args: Mapping, name: str, allowed: Iterable[str]) -> List[str]:
     values = [v.strip() for v in str(raw).split(",") if v.strip()]
     bad = [v for v in values if v not in allowed]
     if bad:
-        raise ApiError(400, f"parameter {name}: unknown value {bad[0]!r} (allowed: {', '.join(allowed)})")
+        raise ApiError(400, f"parameter {name}: unknown value {quoted(bad[0])} (allowed: {', '.join(allowed)})")
     return values

@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, Optional
 from urllib.parse import urlsplit
 
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 
 __all__ = ["MAX_BODY_BYTES", "resolve_inside", "check_origin", "read_json_post"]
 
@@ -28,9 +28,9 @@ def resolve_inside(logdir: str, *parts: str, folder: str = "the log directory") 
         if not isinstance(part, str) or "\x00" in part:
             raise ApiError(403, "path refused: not a plain relative name")
         if os.path.isabs(part) or part.startswith(("/", "\\")) or (len(part) > 1 and part[1] == ":"):
-            raise ApiError(403, f"path refused: {part!r} is absolute")
+            raise ApiError(403, f"path refused: {quoted(part)} is absolute")
         if ".." in part.replace("\\", "/").split("/"):
-            raise ApiError(403, f"path refused: {part!r} leaves {folder}")
+            raise ApiError(403, f"path refused: {quoted(part)} leaves {folder}")
     joined = os.path.join(root, *[p for p in parts if p not in ("", ".")])
     real = os.path.realpath(joined)
     if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
@@ -102,7 +102,7 @@ def read_json_post(request, max_bytes: int = MAX_BODY_BYTES) -> Dict[str, Any]:
     try:
         body = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
     except _DuplicateKey as exc:
-        raise ApiError(400, f"the body repeats the key {str(exc)[:60]!r}") from None
+        raise ApiError(400, f"the body repeats the key {quoted(exc, 60)}") from None
     except (UnicodeDecodeError, ValueError):
         raise ApiError(400, "the body is not valid JSON") from None
     except RecursionError:      # ("[" * 100000: the decoder's recursion, a 500 before)

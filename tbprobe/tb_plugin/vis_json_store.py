@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from tbprobe.tb_plugin.api_error import ApiError
+from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.graph_index import GraphIndex
 from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, MetricValue, derived_estimate, row_metrics
 
@@ -134,7 +134,7 @@ class VisGraphFile:
         graph = self._graph(step, rank, side)
         node = (graph.get("node") or {}).get(name)
         if not isinstance(node, dict):
-            raise ApiError(404, f"no node named {name!r} in this graph")
+            raise ApiError(404, f"no node named {quoted(name)} in this graph")
         data = node.get("data") or {}
         return {
             "node_name": name, "node_type": node.get("node_type", 0), "up_node": node.get("upnode") or "",

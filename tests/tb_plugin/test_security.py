@@ -166,3 +166,34 @@ def test_a_fifo_named_like_a_graph_is_listed_as_not_a_regular_file_and_never_ope
     os.mkdir(logdir / "out" / "dir.vis.db")
     status, body = api.get("/api/meta", run="out", file="dir.vis.db")
     assert (status, body["error"]) == (400, "dir.vis.db: not a regular file (a folder)")
+
+
+@pytest.mark.parametrize("value", [" 0", "0 ", "\u0660", "\u00b2", "0_0", "+1", "1e3", "0x1", "１"])
+def test_an_integer_parameter_takes_ascii_digits_only(api, logdir, value):
+    """int() read " 0", "0_0" and "٠" (Arabic-Indic zero) as 0: a step or rank written in another script, or
+    with spaces, was accepted as another number than the one written."""
+    run, file = db_file(logdir, "cmp_stat")
+    status, body = api.get("/api/root", run=run, file=file, step=value, rank=0, side="NPU")
+    assert (status, body["error"]) == (400, f"parameter step must be an integer, got '{value}'")
+
+
+def test_integer_parameters_take_a_minus_where_their_range_has_room(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU", node="DefaultModel")
+    assert api.get("/api/children", **q, micro_step="-1")[0] == 200
+    status, body = api.get("/api/children", **q, offset="-1")
+    assert (status, body["error"]) == (400, "parameter offset must be between 0 and 2147483647")
+    status, body = api.get("/api/children", **q, offset="9" * 5000)    # (int() refuses 4300 digits: a 500)
+    assert (status, body["error"]) == (400, "parameter offset must be between 0 and 2147483647")
+
+
+def test_a_refused_path_is_quoted_as_written_not_as_its_repr(api):
+    """repr() doubled each backslash: a run `out\\..` (one backslash) was refused as 'out\\\\..'."""
+    status, body = api.get("/api/meta", run="out\\..", file="x.vis.db")
+    assert (status, body["error"]) == (403, "path refused: 'out\\..' leaves the log directory")
+    status, body = api.get("/api/meta", run="C:\\x", file="x.vis.db")
+    assert (status, body["error"]) == (403, "path refused: 'C:\\x' is absolute")
+    status, body = api.get("/api/meta", run="out", file="a\\b.txt")
+    assert status == 403
+    status, body = api.get("/api/meta", run="out/cmp_stat", file="a\u0007b.txt")   # (what would not show is escaped)
+    assert (status, body["error"]) == (400, "not a graph file: 'a\\x07b.txt' (expected .vis.db or .vis)")

@@ -49,9 +49,9 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
     previous = _terminate_as_exception()
     try:
         return int(args.func(args) or 0)
-    except _Terminated:
-        print("tbprobe: terminated", file=sys.stderr)
-        return 143
+    except _Terminated as exc:
+        _say("tbprobe: terminated" if exc.signum == signal.SIGTERM else "tbprobe: terminated (hangup)")
+        return 128 + exc.signum
     except TbprobeError as exc:
         print(f"tbprobe: error: {exc}", file=sys.stderr)
         return 2
@@ -61,26 +61,50 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
         print(f"tbprobe: error: {_environment_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("tbprobe: interrupted", file=sys.stderr)
+        _say("tbprobe: interrupted")
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in (previous or {}).items():
+            signal.signal(signum, handler)
+
+
+def _say(line: str) -> None:
+    """The last line on stderr, which a hung-up terminal may no longer take (the exit code still tells)."""
+    try:
+        print(line, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+# SIGHUP (the terminal closed, `kill -HUP`) as SIGTERM: by default it killed tbprobe outright, leaving the
+# half-written .vis.db's temporary file and the row helper's temporary database (and an orphaned helper)
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class _Terminated(BaseException):
-    """SIGTERM, raised where the command runs: its cleanup (a half-written .vis.db's temporary file, the output
-    folder it made) runs as for Ctrl-C; the default action left them behind."""
+    """SIGTERM or SIGHUP, raised where the command runs: its cleanup (a half-written .vis.db's temporary file,
+    the output folder it made, the temporary files of its helper processes, which it stops) runs as for Ctrl-C;
+    the default action left them behind. The child processes do not inherit the handler
+    (graph_builder/workers.py: they stay quiet and leave the cleanup to this process)."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _raise_terminated(signum, frame) -> None:
-    raise _Terminated()
+    # once is enough: a second SIGTERM while the cleanup runs would cut it short
+    for other in _STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise _Terminated(signum)
 
 
 def _terminate_as_exception():
-    """Install the SIGTERM handler; returns the one it replaces (None off the main thread, where none can be set)."""
+    """Install the SIGTERM and SIGHUP handlers; returns {signal: the handler it replaces} (None off the main
+    thread, where none can be set). A signal ignored already stays ignored (`nohup tbprobe ...`)."""
     try:
-        return signal.signal(signal.SIGTERM, _raise_terminated)
+        return {signum: signal.signal(signum, _raise_terminated) for signum in _STOP_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN}
     except ValueError:
         return None
 

@@ -108,8 +108,10 @@ class VisDbWriter:
         self.tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
         self._remove_tmp()
         self.meta: dict = {}
-        self.conn: Optional[sqlite3.Connection] = sqlite3.connect(str(self.tmp), isolation_level=None)
+        self.conn: Optional[sqlite3.Connection] = None
         try:
+            # (inside the try: an exception raised by a signal handler right after the connect removes the file)
+            self.conn = sqlite3.connect(str(self.tmp), isolation_level=None)
             # The temporary file is thrown away on failure, so it needs no journal and no fsync while filling.
             if page_size:
                 self.conn.execute(f"PRAGMA page_size={int(page_size)}")  # before the first table exists

@@ -147,9 +147,9 @@ def _tensor_results(debug: Graph, bench: Graph, workers: int) -> Dict[str, tuple
             if is_tensor_item(item) and is_tensor_item(other) and item.get("data_name") and other.get("data_name"):
                 pairs.append((key, ddir, item["data_name"], bdir, other["data_name"]))
     if workers > 1 and len(pairs) > 8:
-        from concurrent.futures import ProcessPoolExecutor
+        from tbprobe.graph_builder.workers import worker_pool
 
-        with ProcessPoolExecutor(max_workers=workers, initializer=_tensor_worker_init) as pool:
+        with worker_pool(workers, _tensor_worker_init) as pool:
             return dict(pool.map(_tensor_job, pairs, chunksize=max(1, len(pairs) // (workers * 8))))
     return dict(map(_tensor_job, pairs))
 
@@ -346,7 +346,6 @@ def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Option
     total = len(regular) + len(b_rest) + len(late)
     least = SPLIT_MIN_NODES if bench is not None else max(SPLIT_MIN_NODES, BUILD_SPLIT_MIN_NODES)
     if opts.split > 1 and len(regular) > least and _can_fork():
-        import multiprocessing
         import tempfile
 
         # about half each: the parent also indexes its rows while the helper finishes (it copies the helper's
@@ -356,28 +355,39 @@ def _write_rows(debug: Graph, bench: Optional[Graph], mode, lookup, opts: Option
         share = PARENT_SHARE if bench is not None or debug not in early else BUILD_PARENT_SHARE
         mine_d, theirs_d = _deal(regular, share)
         mine_b, theirs_b = _deal(b_rest, share)
+        from tbprobe.graph_builder.workers import ForkedHelper
+
         _FORK_JOB = (debug, bench, mode, lookup, opts, with_md5, theirs_d, theirs_b, early)
-        tmp = tempfile.NamedTemporaryFile(suffix=".db", delete=False)
-        tmp.close()
+        tmp_name = None
+        helper = None
         try:
-            with multiprocessing.get_context("fork").Pool(1) as pool:
-                pending = pool.apply_async(_helper_rows, (tmp.name,))
-                sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, mine_d, mine_b))
-                # index the rows so far while the helper finishes: the copy then updates the indexes as it goes
-                # (at 100k: about 1 s here while the helper works, + about 0.4 s in the copy, against 2.6 s)
-                create_indexes = getattr(sink, "create_indexes", None)
-                if create_indexes is not None:
-                    create_indexes()
-                states = pending.get()
+            # (made inside the try: a signal right after it still removes it)
+            fd, tmp_name = tempfile.mkstemp(suffix=".db")
+            os.close(fd)
+            # a quiet child (workers.py): a signal is the parent's to handle, and the finally below kills the
+            # helper before its file goes
+            helper = ForkedHelper(_helper_rows, tmp_name)
+            helper.start()
+            sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, mine_d, mine_b))
+            # index the rows so far while the helper finishes: the copy then updates the indexes as it goes
+            # (at 100k: about 1 s here while the helper works, + about 0.4 s in the copy, against 2.6 s)
+            create_indexes = getattr(sink, "create_indexes", None)
+            if create_indexes is not None:
+                create_indexes()
+            states = helper.result()
+            helper.stop()
             if isinstance(states, str):
                 raise TbprobeError(states)
             for node in theirs_d:
                 node.precision, node.overflow, node.worst_metric, node.inputs_ok = states[node.name]
             from tbprobe.graph_builder.temp_db import copy_nodes
-            copy_nodes(tmp.name, sink, with_ext=True)
+            copy_nodes(tmp_name, sink, with_ext=True)
         finally:
             _FORK_JOB = None
-            os.unlink(tmp.name)
+            if helper is not None:
+                helper.stop()
+            if tmp_name is not None:
+                os.unlink(tmp_name)
         sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, late, []))
         return total
     sink.add_nodes(_rows(debug, bench, mode, lookup, opts, with_md5, regular + late, b_rest))

@@ -3,6 +3,7 @@
 Ranks are processed in a process pool (one job per step x rank), the parent links communication nodes across
 ranks and writes everything in one transaction through VisDbWriter (temporary file renamed at the end, removed
 on any error). What only several ranks need (worker databases, the cross-rank links) is imported when used."""
+import contextlib
 import os
 import sys
 import time
@@ -173,13 +174,15 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
             bar.update(1)
 
     created = not out.exists()
-    _check_out_dir(out_dir, create=True)
-    # rebuildable from the dumps: no fsync (about 0.5 s per 20k entries); 64 KB pages hold a node row's few KB of
-    # input/output text without overflow pages (inserts about 2x faster). The indexes are built at the end:
-    # keeping them up to date while 200k rows go in costs more (measured 6.8 s against 2.3 s + 3.1 s at 100k)
-    writer = VisDbWriter(path, sync=False, page_size=BIG_PAGE)
+    writer: Optional[VisDbWriter] = None
     temp_dir = None
     try:
+        # (inside the try: a signal (SIGINT, SIGTERM, SIGHUP) anywhere from here on removes what was made)
+        _check_out_dir(out_dir, create=True)
+        # rebuildable from the dumps: no fsync (about 0.5 s per 20k entries); 64 KB pages hold a node row's few KB
+        # of input/output text without overflow pages (inserts about 2x faster). The indexes are built at the end:
+        # keeping them up to date while 200k rows go in costs more (measured 6.8 s against 2.3 s + 3.1 s at 100k)
+        writer = VisDbWriter(path, sync=False, page_size=BIG_PAGE)
         if len(pairs) == 1:  # one rank: straight into the output, no copy
             collect(process_rank(pairs[0][0], pairs[0][1], opts, writer))
         else:
@@ -188,9 +191,9 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
             temp_dir = tempfile.mkdtemp(prefix=".tbprobe-", dir=str(out))
             jobs = [(d, b, opts, os.path.join(temp_dir, f"rank_{i}.db")) for i, (d, b) in enumerate(pairs)]
             if workers > 1:
-                from concurrent.futures import ProcessPoolExecutor  # several ranks only: not at start-up
+                from tbprobe.graph_builder.workers import worker_pool  # several ranks only: not at start-up
 
-                with ProcessPoolExecutor(max_workers=workers) as pool:
+                with worker_pool(workers) as pool:
                     for result in pool.map(_job, jobs):
                         collect(result)
             else:
@@ -208,7 +211,8 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
         writer.set_meta("inputs", {"debug": str(debug), "bench": str(bench) if bench else None})
         final = writer.close()
     except BaseException:
-        writer.abort()
+        if writer is not None:
+            writer.abort()
         if created:
             import shutil
 
@@ -216,7 +220,8 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
         raise
     finally:
         if bar is not None:
-            bar.close()
+            with contextlib.suppress(OSError):   # (a terminal that hung up: the rest of the cleanup still runs)
+                bar.close()
         if temp_dir is not None:
             import shutil
 

@@ -22,7 +22,7 @@ from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.edits import Edits
 from tbprobe.tb_plugin.graph_data import PRECISION_CLASSES, GraphData
 from tbprobe.tb_plugin.graph_index import OVERFLOW_LEVELS
-from tbprobe.tb_plugin.security import read_json_post, resolve_inside
+from tbprobe.tb_plugin.security import HostCheck, read_json_post, resolve_inside
 
 __all__ = ["GraphAscendPlugin", "GraphAscendLoader"]
 
@@ -138,6 +138,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         self._context = context
         self.data = GraphData(self._logdir)
         self.edits = Edits(self.data)
+        self._hosts = HostCheck(getattr(context, "flags", None))  # (the names writes answer to: --host, the env)
         if self._logdir and os.environ.get("TBPROBE_PLUGIN_WARMUP", "1") != "0":
             self.data.warm_up()
 
@@ -267,7 +268,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
     def _post_body(self, r) -> dict:
         if r.method != "POST":
             raise ApiError(405, "use POST")
-        return read_json_post(r)
+        return read_json_post(r, hosts=self._hosts)
 
     def _match(self, r):
         body = self._post_body(r)

@@ -1,17 +1,21 @@
-"""Request checks shared by every route: paths stay inside the log directory, writes come from our own origin,
-bodies are small JSON objects.
+"""Request checks shared by every route: paths stay inside the log directory, writes come from our own origin
+under a name of this server, bodies are small JSON objects.
 
 The reference plugin joins user-supplied names onto the log directory unchecked (path traversal) and accepts
 cross-site POSTs; here every path goes through :func:`resolve_inside` and every write through :func:`read_json_post`.
 """
+import ipaddress
 import json
 import os
-from typing import Any, Dict, Optional
+import socket
+from typing import Any, Dict, FrozenSet, Optional
 from urllib.parse import urlsplit
 
 from tbprobe.tb_plugin.api_error import ApiError, quoted
 
-__all__ = ["MAX_BODY_BYTES", "resolve_inside", "check_origin", "read_json_post"]
+__all__ = ["MAX_BODY_BYTES", "ALLOWED_HOSTS_ENV", "HostCheck", "resolve_inside", "check_origin", "read_json_post"]
+
+ALLOWED_HOSTS_ENV = "TBPROBE_ALLOWED_HOSTS"
 
 MAX_BODY_BYTES = 1 << 20
 
@@ -36,6 +40,91 @@ def resolve_inside(logdir: str, *parts: str, folder: str = "the log directory") 
     if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
         raise ApiError(403, f"path refused: it resolves outside {folder}")
     return real
+
+
+def _host_name(host: str) -> Optional[str]:
+    """The name in a Host header (``name:port``, ``[::1]:port``), lowercased, without a trailing dot; None when it
+    is no host name."""
+    if any(c.isspace() or c in "/\\@?#" for c in host):
+        return None
+    try:
+        name = urlsplit("//" + host).hostname
+    except ValueError:
+        return None
+    if not name:
+        return None
+    return name.rstrip(".").lower() or None
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.split("%", 1)[0])
+        return True
+    except ValueError:
+        return False
+
+
+class HostCheck:
+    """The names a write's ``Host`` header may give: the guard against DNS rebinding, where a page of the attacker's
+    own name (``evil.example``, re-resolved to this machine) is same-origin with itself, so the Origin check alone
+    passes (Origin and Host both ``evil.example:<port>``).
+
+    Allowed: ``localhost`` and names under ``.localhost``; IP addresses (rebinding needs a name; a page whose origin
+    is this address and port is this server's own); the name TensorBoard was started with (``--host``); this
+    machine's own names (``socket.gethostname()``, ``socket.getfqdn()``, looked up only when needed); and the
+    names in ``TBPROBE_ALLOWED_HOSTS`` (comma-separated; ``.example.com`` allows its subdomains, ``*`` any name:
+    for a reverse proxy or a DNS alias). The same with ``--bind_all`` or ``--host 0.0.0.0``: reached from the
+    network by an IP address or the machine's name, writes pass; by another name, they are refused with the
+    variable to set. Reads are not checked (TensorBoard's own routes are not either)."""
+
+    def __init__(self, flags: Any = None, environ: Optional[Dict[str, str]] = None):
+        env = os.environ if environ is None else environ
+        names = set()
+        bound = getattr(flags, "host", None)
+        if isinstance(bound, str) and bound.strip():
+            names.add(bound.strip().rstrip(".").lower())
+        self.any = False
+        for item in (env.get(ALLOWED_HOSTS_ENV) or "").split(","):
+            item = item.strip().rstrip(".").lower()
+            if item == "*":
+                self.any = True
+            elif item:
+                names.add(item)
+        self.configured: FrozenSet[str] = frozenset(names)
+        self._machine: Optional[FrozenSet[str]] = None
+
+    def _machine_names(self) -> FrozenSet[str]:
+        if self._machine is None:
+            found = set()
+            for lookup in (socket.gethostname, socket.getfqdn):
+                try:
+                    name = lookup()
+                except OSError:
+                    continue
+                if name:
+                    found.add(name.rstrip(".").lower())
+            self._machine = frozenset(found)
+        return self._machine
+
+    def allows(self, name: str) -> bool:
+        if self.any or name == "localhost" or name.endswith(".localhost") or _is_ip(name):
+            return True
+        if name in self.configured or any(n.startswith(".") and name.endswith(n) for n in self.configured):
+            return True
+        return name in self._machine_names()
+
+    def check(self, environ: Dict[str, Any]) -> None:
+        """403 unless the request's Host header names this server (absent: not a browser, which always sends it)."""
+        host = environ.get("HTTP_HOST")
+        if host is None or self.any:
+            return
+        name = _host_name(host)
+        if name is None:
+            raise ApiError(403, f"write refused: the Host header {quoted(host, 100)} is not a host name")
+        if not self.allows(name):
+            raise ApiError(403, f"write refused: {quoted(name, 100)} is not a name of this server (a guard against "
+                                "DNS rebinding; writes answer to localhost, IP addresses, --host and this machine's "
+                                f"names): to allow it, start TensorBoard with {ALLOWED_HOSTS_ENV}={name}")
 
 
 def _server_origin(environ: Dict[str, Any]) -> str:
@@ -87,8 +176,9 @@ def _unique_keys(pairs) -> Dict[str, Any]:
     return out
 
 
-def read_json_post(request, max_bytes: int = MAX_BODY_BYTES) -> Dict[str, Any]:
-    """The JSON object of a POST after the origin, type and size checks (403 / 415 / 413 / 400)."""
+def read_json_post(request, max_bytes: int = MAX_BODY_BYTES, hosts: Optional[HostCheck] = None) -> Dict[str, Any]:
+    """The JSON object of a POST after the host, origin, type and size checks (403 / 415 / 413 / 400)."""
+    (hosts or HostCheck()).check(request.environ)
     check_origin(request.environ)
     mimetype = (request.mimetype or "").lower()
     if mimetype != "application/json":

@@ -197,3 +197,62 @@ def test_a_refused_path_is_quoted_as_written_not_as_its_repr(api):
     assert status == 403
     status, body = api.get("/api/meta", run="out/cmp_stat", file="a\u0007b.txt")   # (what would not show is escaped)
     assert (status, body["error"]) == (400, "not a graph file: 'a\\x07b.txt' (expected .vis.db or .vis)")
+
+
+def _host_api(logdir, monkeypatch, allowed=None, **flags):
+    import argparse
+
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tbprobe.tb_plugin.graph_ascend_plugin import GraphAscendPlugin
+    from tests.tb_plugin.conftest import Api
+
+    if allowed is None:
+        monkeypatch.delenv("TBPROBE_ALLOWED_HOSTS", raising=False)
+    else:
+        monkeypatch.setenv("TBPROBE_ALLOWED_HOSTS", allowed)
+    ns = argparse.Namespace(**{"host": None, "bind_all": False, **flags}) if flags else None
+    plugin = GraphAscendPlugin(base_plugin.TBContext(logdir=str(logdir), flags=ns))
+    return Api(Client(application.TensorBoardWSGI([plugin])))
+
+
+def _write_as(api, logdir, host):
+    return api.post("/api/match", _match_body(logdir), origin=f"http://{host}", headers={"Host": host})
+
+
+def test_a_write_under_a_name_that_is_not_this_servers_is_refused_dns_rebinding(logdir, monkeypatch):
+    """The Origin check compared Origin with the request's own Host: a page of evil.example re-resolved to this
+    machine (DNS rebinding) sent Host: evil.example:7341 and Origin: http://evil.example:7341, and was accepted."""
+    monkeypatch.setattr("socket.gethostname", lambda: "buildbox")
+    monkeypatch.setattr("socket.getfqdn", lambda: "buildbox.lab.example")
+    api = _host_api(logdir, monkeypatch)
+    status, body = _write_as(api, logdir, "evil.example:7341")
+    assert (status, body["error"]) == (403, "write refused: 'evil.example' is not a name of this server (a guard "
+                                            "against DNS rebinding; writes answer to localhost, IP addresses, --host "
+                                            "and this machine's names): to allow it, start TensorBoard with "
+                                            "TBPROBE_ALLOWED_HOSTS=evil.example")
+    assert not [n for n in os.listdir(logdir / "out" / "cmp_stat") if n.endswith(".vis.config")]
+    assert _write_as(api, logdir, "bad host")[0] == 403
+    # reads are not checked (TensorBoard's own are not either)
+    assert api.client.get(PREFIX + "/api/runs", headers={"Host": "evil.example:7341"}).status_code == 200
+    for host in ("localhost:7341", "LOCALHOST.:7341", "tb.localhost:7341", "127.0.0.1:7341", "[::1]:7341",
+                 "10.1.2.3:6006", "buildbox:6006", "buildbox.lab.example:6006"):
+        status, body = _write_as(api, logdir, host)
+        assert status == 200, (host, body)
+
+
+def test_writes_answer_to_the_host_tensorboard_was_started_with_and_to_configured_names(logdir, monkeypatch):
+    monkeypatch.setattr("socket.gethostname", lambda: "buildbox")
+    monkeypatch.setattr("socket.getfqdn", lambda: "buildbox")
+    api = _host_api(logdir, monkeypatch, host="gpu-box.corp")
+    assert _write_as(api, logdir, "gpu-box.corp:6006")[0] == 200
+    assert _write_as(api, logdir, "tb.corp:6006")[0] == 403
+    # --bind_all (or --host 0.0.0.0): reached by an IP address or the machine's name; another name is configured
+    api = _host_api(logdir, monkeypatch, allowed="tb.corp, .proxy.example", host="0.0.0.0")
+    for host in ("192.168.1.7:6006", "buildbox:6006", "tb.corp:6006", "a.proxy.example"):
+        assert _write_as(api, logdir, host)[0] == 200, host
+    assert _write_as(api, logdir, "proxy.example.evil:6006")[0] == 403
+    api = _host_api(logdir, monkeypatch, allowed="*", bind_all=True)
+    assert _write_as(api, logdir, "anything.example:6006")[0] == 200

@@ -22,9 +22,11 @@ def _get(url: str):
         return err.code, err.headers, err.read()
 
 
-def _post(url: str, body: dict, origin: str):
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Origin": origin})
+def _post(url: str, body: dict, origin: str, host: str = None):
+    headers = {"Content-Type": "application/json", "Origin": origin}
+    if host:
+        headers["Host"] = host
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read())
@@ -58,6 +60,11 @@ def test_plugin_under_path_prefix(tmp_path):
         match = dict(run="a/b", file=name, step=0, rank=0, debug="Tensor.__mul__.1.forward",
                      bench="Tensor.__add__.1.forward")
         assert _post(base + "/api/match", match, origin="http://evil.example")[0] == 403
+        # DNS rebinding: a page of evil.example resolved to 127.0.0.1 is same-origin with itself; the Host it
+        # sends is no name of this server (TensorBoard was started with --host 127.0.0.1)
+        evil = f"evil.example:{tb.port}"
+        status, body = _post(base + "/api/match", match, origin=f"http://{evil}", host=evil)
+        assert status == 403 and "not a name of this server" in body["error"], body
         status, body = _post(base + "/api/match", match, origin=f"http://127.0.0.1:{tb.port}")
         assert status == 200, body
         assert os.path.exists(tmp_path / "logs" / "a" / "b" / body["file"])

@@ -2,12 +2,15 @@
 import contextlib
 import json
 import os
+import re
+import sys
 from pathlib import Path
-from typing import IO, Any, Iterator, Union
+from typing import IO, Any, Iterator, Optional, Tuple, Union
 
 from tbprobe.errors import FormatError
 
-__all__ = ["read_json", "is_truncation", "atomic_writer", "atomic_write_text", "describe_json_error", "describe_decode_error"]
+__all__ = ["read_json", "is_truncation", "atomic_writer", "atomic_write_text", "describe_json_error", "describe_decode_error",
+           "is_long_int_error", "long_int", "long_int_problem"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -30,6 +33,34 @@ def describe_json_error(exc: json.JSONDecodeError, at_eof: bool) -> str:
 
 def describe_decode_error(exc: UnicodeDecodeError, offset: int = 0) -> str:
     return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {offset + exc.start})"
+
+
+def is_long_int_error(exc: BaseException) -> bool:
+    """The ValueError Python raises for an integer literal past sys.get_int_max_str_digits() (4300 digits by
+    default): its text ("Exceeds the limit ... use sys.set_int_max_str_digits()") speaks of Python, not of the
+    file, and it has no position."""
+    return type(exc) is ValueError and "integer string conversion" in str(exc)
+
+
+def long_int(text: str, start: int = 0) -> Optional[Tuple[int, int]]:
+    """(position, digits) of the first integer literal in text[start:] with more digits than Python converts, or
+    None (a fraction or exponent makes a float, which has no such limit)."""
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    if not limit:
+        return None
+    m = re.compile(r"(?<![\d.eE+-])-?(\d{%d,})(?![\d.eE])" % (limit + 1)).search(text, start)
+    return (m.start(), len(m.group(1))) if m is not None else None
+
+
+def long_int_problem(digits: Optional[int]) -> str:
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+    many = f"{digits} digits; " if digits else ""
+    return f"a number too long ({many}tbprobe reads integers of up to {limit} digits)"
+
+
+def _line_col(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line} column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
 
 
 def read_json(path: PathLike, what: str = "JSON file") -> Any:
@@ -55,6 +86,12 @@ def read_json(path: PathLike, what: str = "JSON file") -> Any:
         raise FormatError(p, describe_json_error(exc, is_truncation(exc.msg, exc.pos, text))) from None
     except RecursionError:
         raise FormatError(p, "JSON nested too deeply") from None
+    except ValueError as exc:   # (a traceback before)
+        if not is_long_int_error(exc):
+            raise
+        found = long_int(text)
+        where = f" at {_line_col(text, found[0])}" if found else ""
+        raise FormatError(p, f"invalid JSON{where}: {long_int_problem(found[1] if found else None)}") from None
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Optional, Tuple
 
 from tbprobe.errors import FormatError
-from tbprobe.formats._io import describe_decode_error, is_truncation
+from tbprobe.formats._io import describe_decode_error, is_long_int_error, is_truncation, long_int, long_int_problem
 
 __all__ = ["Stream", "scan_value", "scan_key", "json_type", "BLOCK", "WS"]
 
@@ -114,6 +114,10 @@ class Stream:
                 if isinstance(exc, StopIteration):
                     where = exc.value
                 problem = decode_problem(exc)
+                if is_long_int_error(exc):   # (Python's words, at the start of the value)
+                    found = long_int(self.buf, self.pos)
+                    where = found[0] if found else None
+                    problem = long_int_problem(found[1] if found else None)
                 if where is not None and is_truncation(problem, where, self.buf):
                     where = len(self.buf)
                 self.fail(problem, where)

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Unio
 from tbprobe.errors import FormatError
 from tbprobe.formats import _json_stream
 from tbprobe.formats._dump_parse import entry_value_start, parse_dump
+from tbprobe.formats._io import is_long_int_error, long_int, long_int_problem
 from tbprobe.formats._json_stream import Stream, decode_problem, json_type
 from tbprobe.formats.dump_writer import DumpWriter, save_dump, write_dump
 
@@ -112,6 +113,11 @@ def decode_entry(path: Path, name: str, text: str) -> dict:
     try:
         entry, end = _scan_once(text, start)
     except (StopIteration, ValueError) as exc:
+        if is_long_int_error(exc):   # (Python's words, and no position)
+            found = long_int(text, start)
+            where = f" at character {found[0] - start} of the entry" if found else ""
+            raise FormatError(path, f'entry "{name}": invalid JSON{where}: '
+                                    f'{long_int_problem(found[1] if found else None)}') from None
         at = exc.value if isinstance(exc, StopIteration) else getattr(exc, "pos", None)
         where = f" at character {at - start} of the entry" if isinstance(at, int) else ""
         raise FormatError(path, f'entry "{name}": invalid JSON ({decode_problem(exc)}{where})') from None

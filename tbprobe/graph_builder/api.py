@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from tbprobe.formats.dump_dir import RankDir
 from tbprobe.graph_builder.compare import compare_entries
-from tbprobe.graph_builder.engine import finish_graph
+from tbprobe.graph_builder.engine import finish_graph, naming_files
 from tbprobe.graph_builder.load import detect_mode, load_rank
 from tbprobe.graph_builder.rollup import roll_up
 from tbprobe.graph_builder.rows import graph_rows
@@ -25,10 +25,11 @@ def build_rank_tables(rank_dir: RankDir, side: str = "NPU", overflow_check: bool
                       ) -> Tuple[List[list], List[Tuple[str, str]], List[tuple], List[tuple]]:
     """build_rank_rows and the graph's tbprobe_edges rows (its data flow, from dataflow.json) besides."""
     graph = load_rank(rank_dir, side)
-    with_md5 = detect_mode(graph) == "md5"
-    finish_graph(graph, with_md5, overflow_check)
-    roll_up(graph)
-    return graph_rows(graph, with_md5)
+    with naming_files(graph):   # (a bad entry found in the row work: its file named)
+        with_md5 = detect_mode(graph) == "md5"
+        finish_graph(graph, with_md5, overflow_check)
+        roll_up(graph)
+        return graph_rows(graph, with_md5)
 
 
 _COMPARE_FIELDS = {"Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",

@@ -51,7 +51,10 @@ def _inputs(args) -> Tuple[str, Optional[str]]:
         except OSError as exc:
             raise FormatError(path, f"cannot read ({exc.strerror})") from None
         except ValueError as exc:
-            raise FormatError(path, f"not valid JSON ({exc})") from None
+            from tbprobe.formats._io import is_long_int_error, long_int_problem
+
+            raise FormatError(path, f"not valid JSON ({long_int_problem(None) if is_long_int_error(exc) else exc})"
+                              ) from None
         if not isinstance(doc, dict) or not isinstance(doc.get("npu_path"), str):
             raise FormatError(path, 'expected {"npu_path": ..., "bench_path": ...}')
         bench = doc.get("bench_path")

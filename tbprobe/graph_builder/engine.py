@@ -6,16 +6,17 @@ communication nodes for the cross-rank links).
 
 The compare's modules (compare, match, metrics) and the process machinery are imported where they are used: a
 build never loads them (start-up is a tenth of a 20k-node build)."""
+import contextlib
 import gc
 import os
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-from tbprobe.errors import TbprobeError
+from tbprobe.errors import FormatError, TbprobeError
 from tbprobe.formats.dump_dir import RankDir
 from tbprobe.graph_builder.cpu_idle import cpu_times, idle_cores_since
-from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
+from tbprobe.graph_builder.items import EntryError, flatten_entry, is_tensor_item
 from tbprobe.graph_builder.load import detect_mode, load_rank
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.graph_builder.overflow import overflow_level
@@ -31,7 +32,8 @@ from tbprobe.graph_builder.rows import (
 )
 from tbprobe.graph_builder.sql_null import register_null_adapter
 
-__all__ = ["Options", "RankSummary", "Sink", "process_rank", "compare_graph_pair", "finish_graph"]
+__all__ = ["Options", "RankSummary", "Sink", "process_rank", "compare_graph_pair", "finish_graph", "entry_error_in_file",
+           "naming_files"]
 
 
 @dataclass
@@ -75,6 +77,34 @@ class Sink(Protocol):
     def add_node_ext(self, rows: Iterable[Sequence]) -> None: ...
     def add_edges(self, rows: Iterable[Sequence]) -> None: ...
     def add_findings(self, rows: Iterable[Sequence]) -> None: ...
+
+
+def entry_error_in_file(exc: EntryError, graphs: Sequence[Optional[Graph]]) -> TbprobeError:
+    """`exc` as a FormatError naming the dump.json that holds the bad entry (other errors name their file; this
+    one was raised where only the entry was known). The entry is the node whose name `exc.key` starts with and
+    whose entry fails again; `exc` itself when none does. The error path only: nothing is looked up otherwise."""
+    for graph in graphs:
+        if graph is None:
+            continue
+        name = exc.key
+        while name:
+            node = graph.nodes.get(name)
+            if node is not None and node.has_entry:
+                try:
+                    flatten_entry(node.name, node.entry)
+                except EntryError:
+                    return FormatError(getattr(node.src, "path", None) or graph.path, exc.problem)
+            name = name.rpartition(".")[0]
+    return exc
+
+
+@contextlib.contextmanager
+def naming_files(*graphs: Optional[Graph]) -> Iterator[None]:
+    """A bad entry found inside the block is reported with its file (entry_error_in_file)."""
+    try:
+        yield
+    except EntryError as exc:
+        raise entry_error_in_file(exc, graphs) from None
 
 
 def _comm_stubs(graph: Graph) -> List[Node]:
@@ -169,6 +199,11 @@ def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
     """Match and compare two built graphs in place; returns the compare mode. Each matched pair's entries are
     decoded once here: the debug node gets its compared data (and overflow level with -oc), the bench node its
     plain data, both as the JSON text of their rows."""
+    with naming_files(debug, bench):
+        return _compare_graph_pair(debug, bench, opts)
+
+
+def _compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
     from tbprobe.graph_builder.compare import compare_entries
 
     mode, lookup = _prepare(debug, bench, opts)
@@ -201,6 +236,11 @@ def compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
 
 def finish_graph(graph: Graph, with_md5: bool, overflow_check: bool) -> None:
     """Row data (and overflow levels) of every node the compare did not already cover, one decode each."""
+    with naming_files(graph):
+        _finish_graph(graph, with_md5, overflow_check)
+
+
+def _finish_graph(graph: Graph, with_md5: bool, overflow_check: bool) -> None:
     for node in graph.nodes.values():
         if node.input_data is not None or not node.has_entry:
             continue
@@ -301,6 +341,8 @@ def _helper_rows(temp_db: str) -> Dict[str, tuple]:
         sink.add_node_ext([row for graph in early for row in ext_rows(graph)])
     except TbprobeError as exc:  # back as text: FormatError does not survive unpickling
         sink.conn.close()
+        if isinstance(exc, EntryError):
+            exc = entry_error_in_file(exc, (debug, bench))
         return str(exc)  # type: ignore[return-value]
     sink.close()
     return {n.name: (n.precision, n.overflow, n.worst_metric, n.inputs_ok) for n in d_nodes}
@@ -415,7 +457,8 @@ def process_rank(debug_dir: RankDir, bench_dir: Optional[RankDir], opts: Options
                 opts = replace(opts, split=1)  # no core to spare: a helper would only add its own costs
         gc.freeze()
         try:
-            return _process_graphs(debug, bench, opts, sink)
+            with naming_files(debug, bench):
+                return _process_graphs(debug, bench, opts, sink)
         finally:
             gc.unfreeze()
     finally:

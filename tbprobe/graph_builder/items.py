@@ -11,9 +11,23 @@ from typing import Any, Dict, List, Optional, Tuple
 from tbprobe.errors import TbprobeError
 
 __all__ = ["flatten_entry", "item_strings", "to_str", "is_tensor_item", "scalar_md5", "item_text", "fields_text",
-           "data_text", "is_std_item", "std_text"]
+           "data_text", "is_std_item", "std_text", "EntryError"]
 
 Pair = Tuple[str, Optional[dict]]
+
+
+class EntryError(TbprobeError):
+    """A dump entry whose arguments are not what a dump holds. Raised deep in the row work, where the file is not
+    known: `key` is the entry's name or one of its argument keys (which starts with the name), so the caller
+    that holds the graphs names the file (engine.entry_error_in_file)."""
+
+    def __init__(self, key: str, problem: str):
+        self.key = key
+        self.problem = problem   # 'entry "X": ...' / 'entry argument "X.input.0.0" ...'
+        super().__init__(f"dump {problem}")
+
+    def __reduce__(self):
+        return (EntryError, (self.key, self.problem))
 
 
 def _bool_str(value: bool) -> str:
@@ -43,7 +57,7 @@ _MAX_DEPTH = 200   # nested arguments (the decoder takes ~1000 levels, then the 
 
 def _flatten(prefix: str, value: Any, out: List[Pair], depth: int = 0) -> None:
     if depth > _MAX_DEPTH:
-        raise TbprobeError(f'dump entry argument "{prefix[:120]}..." is nested more than {_MAX_DEPTH} deep')
+        raise EntryError(prefix, f'entry argument "{prefix[:120]}..." is nested more than {_MAX_DEPTH} deep')
     depth += 1
     if isinstance(value, list):
         for i, sub in enumerate(value):
@@ -58,8 +72,8 @@ def _flatten(prefix: str, value: Any, out: List[Pair], depth: int = 0) -> None:
     elif value is None or isinstance(value, dict):
         out.append((prefix, value))
     else:  # a dump wraps every argument in an item object: a bare number or string here is a broken dump
-        raise TbprobeError(f'dump entry argument "{prefix}" is a bare {type(value).__name__}, where an item '
-                           f'(an object with "type") or null is expected')
+        raise EntryError(prefix, f'entry argument "{prefix}" is a bare {type(value).__name__}, where an item '
+                                 f'(an object with "type") or null is expected')
 
 
 _CONTAINERS = (("input_args", (list, tuple)), ("input", (list, tuple)), ("input_kwargs", dict), ("parameters", dict),
@@ -84,8 +98,8 @@ def flatten_entry(name: str, entry: Optional[dict]) -> Tuple[List[Pair], List[Pa
         value = entry.get(key)
         if value is not None and not isinstance(value, want):
             # (read as "no arguments", the node compared as a pass against a bench that has them)
-            raise TbprobeError(f'dump entry "{name}": "{key}" is of type {type(value).__name__}, where '
-                               f'{"an object" if want is dict else "a list"} of items is expected')
+            raise EntryError(name, f'entry "{name}": "{key}" is of type {type(value).__name__}, where '
+                                   f'{"an object" if want is dict else "a list"} of items is expected')
     base_in = f"{name}.input."
     for key in ("input_args", "input"):
         value = entry.get(key)

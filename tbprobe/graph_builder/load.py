@@ -1,8 +1,8 @@
 """One rank folder -> one built `Graph`, through tbprobe.formats (the only code here that touches files)."""
-import json
 from pathlib import Path
 
 from tbprobe.errors import FormatError
+from tbprobe.formats._io import read_json
 from tbprobe.formats.construct_json import load_construct
 from tbprobe.formats.dump_dir import RankDir
 from tbprobe.formats.dump_json import load_dump
@@ -17,13 +17,7 @@ DATAFLOW_JSON = "dataflow.json"
 
 
 def _load_dataflow(path: Path) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise FormatError(path, f"cannot read data-flow edges: {exc}") from None
-    except RecursionError:
-        raise FormatError(path, "JSON nested too deeply") from None
+    doc = read_json(path, "dataflow.json")   # (one line for any bad JSON, a number too long included)
     # every producer a record name (a list there stopped the build with a traceback, a null made an edge from
     # "None")
     if not isinstance(doc, dict) or not all(isinstance(v, dict) and all(isinstance(p, str) for p in v.values())

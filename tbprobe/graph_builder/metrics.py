@@ -176,6 +176,49 @@ def _npy_header(f, name: str) -> None:
                                 f"({need} bytes) but holds {max(have, 0)} bytes of data")
 
 
+def _first_line(exc: BaseException) -> str:
+    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    text = text.split("  (Could this error message be improved?")[0]   # (torch's c10 errors end so)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _torch_load(f, name: str):
+    """What read_pt hands back, through torch.load(weights_only=True) (its restricted unpickler): a torch.save
+    archive of a strided view, a complex tensor. Not a legacy pickle (torch.load took those, warning on stderr
+    about their pickle protocol): tbprobe unpickles nothing. torch's warnings stay off stderr, and what it
+    refuses is one short line in the row (its text ran to several paragraphs)."""
+    import pickle
+    import warnings
+    import zipfile
+
+    f.seek(0)
+    if not zipfile.is_zipfile(f):
+        f.seek(0)
+        if f.read(1) == b"\x80":   # (the PROTO opcode that starts every pickle since protocol 2)
+            raise TensorFileRefused(f"{name} is a legacy pickle, which tbprobe does not unpickle (torch.save's "
+                                    "zip format since torch 1.6 is read)")
+        raise TensorFileRefused(f"{name} is not a tensor file (neither torch.save's zip format nor .npy)")
+    f.seek(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch  # only tensor mode needs torch; imported lazily to keep `tbprobe graph` start-up fast
+
+        try:
+            t = torch.load(f, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            raise TensorFileRefused(f"{name} holds objects other than a tensor, which tbprobe does not unpickle"
+                                    ) from None
+        except Exception as exc:
+            raise TensorFileRefused(f"{name}: torch cannot read it ({_first_line(exc)})") from None
+        if not isinstance(t, torch.Tensor):
+            raise TensorFileRefused(f"{name} holds a {type(t).__name__}, not a tensor")
+        if t.is_complex():
+            t = t.abs()
+        if t.dtype == torch.bool:
+            t = t.to(torch.uint8)
+        return t.to(torch.float64).numpy()
+
+
 def _load_array(f, path: str):
     import numpy as np
 
@@ -195,17 +238,7 @@ def _load_array(f, path: str):
         except PtRefused as exc:
             raise TensorFileRefused(f"{name}: {exc}") from None
     if arr is None:
-        import torch  # only tensor mode needs torch; imported lazily to keep `tbprobe graph` start-up fast
-
-        f.seek(0)
-        t = torch.load(f, map_location="cpu", weights_only=True)
-        if not isinstance(t, torch.Tensor):
-            raise ValueError("not a tensor")
-        if t.is_complex():
-            t = t.abs()
-        if t.dtype == torch.bool:
-            t = t.to(torch.uint8)
-        arr = t.to(torch.float64).numpy()
+        arr = _torch_load(f, name)
     if np.iscomplexobj(arr):
         arr = np.abs(arr)
     return np.asarray(arr, dtype=np.float64)

@@ -12,7 +12,7 @@ from tbprobe.errors import TbprobeError
 from tbprobe.formats.dump_dir import discover
 from tbprobe.formats.spreadsheet import formula_safe
 from tbprobe.graph_builder.compare import compare_entries
-from tbprobe.graph_builder.engine import Options, compare_graph_pair
+from tbprobe.graph_builder.engine import Options, compare_graph_pair, naming_files
 from tbprobe.graph_builder.items import flatten_entry, item_strings
 from tbprobe.graph_builder.load import load_rank
 from tbprobe.graph_builder.match import unused_mapping_rules
@@ -127,15 +127,16 @@ def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuz
     unused: Optional[set] = None
     for d_dir, b_dir in pairs:
         dg, bg = load_rank(d_dir, "NPU"), load_rank(b_dir, "Bench")  # type: ignore[arg-type]
-        mode = compare_graph_pair(dg, bg, opts)
-        if layer_mapping:
-            rank_unused = set(unused_mapping_rules(layer_mapping, dg, bg))
-            unused = rank_unused if unused is None else unused & rank_unused
-        cols = columns_for(mode)
-        if header is None:
-            header = (["Step", "Rank"] if multi else []) + cols
-        for row in table_rows(dg, bg, mode):
-            all_rows.append(([str(d_dir.step), str(d_dir.rank)] if multi else []) + row)
+        with naming_files(dg, bg):   # (a bad entry found in the row work: its file named)
+            mode = compare_graph_pair(dg, bg, opts)
+            if layer_mapping:
+                rank_unused = set(unused_mapping_rules(layer_mapping, dg, bg))
+                unused = rank_unused if unused is None else unused & rank_unused
+            cols = columns_for(mode)
+            if header is None:
+                header = (["Step", "Rank"] if multi else []) + cols
+            for row in table_rows(dg, bg, mode):
+                all_rows.append(([str(d_dir.step), str(d_dir.rank)] if multi else []) + row)
     created = not out.exists()
     _check_out_dir(out_dir, create=True)
     ts = time.strftime("%Y%m%d%H%M%S")

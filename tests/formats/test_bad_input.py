@@ -33,6 +33,10 @@ DUMP_CASES = {
     "no_data": (b'{"task": "statistics"}', 'not a dump.json: no "data" object'),
     "syntax": (b'{"data": {\n  "a": {"x": tru}}}', "invalid JSON at line 2 column"),
     "extra_data": (b'{"data": {}} x', "invalid JSON at line 1 column 14: extra data after the top-level object"),
+    # Python's words before ("Exceeds the limit (4300 digits) ... use sys.set_int_max_str_digits()")
+    "long_int": (HEAD + b'"x": -' + b"7" * 5000 + b', "data": {}}',
+                 "invalid JSON at line 1 column 91: a number too long (5000 digits; tbprobe reads integers of up to "
+                 "4300 digits)"),
 }
 
 
@@ -50,6 +54,21 @@ def test_bad_dump_json(tmp_path, monkeypatch, case, block):
     assert "\n" not in msg and isinstance(e.value, TbprobeError)
 
 
+def test_a_number_too_long_in_an_entry(tmp_path):
+    """Read when used (lazy) or at load: the message says what is wrong in the file's terms, and where."""
+    p = tmp_path / "dump.json"
+    p.write_bytes(HEAD + b'"data": {\n  "a": {"input_args": [{"type": "int", "value": ' + b"9" * 5001 + b'}]},\n'
+                  b'  "b": {}\n}}')
+    with pytest.raises(FormatError) as e:
+        load_dump(p).entries["a"]
+    assert str(e.value) == (f'{p}: entry "a": invalid JSON at character 41 of the entry: a number too long (5001 '
+                            'digits; tbprobe reads integers of up to 4300 digits)')
+    with pytest.raises(FormatError) as e:
+        load_dump(p, lazy=False)
+    assert str(e.value) == (f"{p}: invalid JSON at line 2 column 49: a number too long (5001 digits; tbprobe reads "
+                            "integers of up to 4300 digits)")
+
+
 def test_missing_and_folder_dump_json(tmp_path):
     with pytest.raises(FormatError) as e:
         load_dump(tmp_path / "dump.json")
@@ -64,6 +83,10 @@ SMALL_CASES = {
     "not_utf8": (lambda src: b'{"\xff": null}', "not UTF-8 text (byte 0xff at offset 2)"),
     "empty": (lambda src: b"  \n", "empty "),
     "syntax": (lambda src: b'{"a": nul}', "invalid JSON at line 1 column 7: Expecting value"),
+    # (a ValueError traceback before)
+    "long_int": (lambda src: b'{"a": 1.5,\n "b": [2, ' + b"1" * 4301 + b']}',
+                 "invalid JSON at line 2 column 11: a number too long (4301 digits; tbprobe reads integers of up to "
+                 "4300 digits)"),
 }
 
 

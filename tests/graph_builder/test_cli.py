@@ -335,3 +335,37 @@ def test_a_summary_with_the_overflow_check_and_no_overflow_says_so(tmp_path, cap
     assert "overflow nodes: 0, first overflow: none" in out, out
     assert main(["graph", "-tp", str(folder), "-o", str(tmp_path / "c"), "-q"]) == 0
     assert "overflow nodes" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case,problem", [
+    ("args_dict", 'entry "A.b.0.forward": "input_args" is of type dict, where a list of items is expected'),
+    ("bare_int", 'entry argument "A.b.0.forward.input.0.0" is a bare int, where an item'),
+])
+@pytest.mark.parametrize("command,bad_side", [("build", "d"), ("graph", "d"), ("graph", "b"), ("compare", "d"),
+                                              ("compare", "b"), ("helper", "d"), ("helper", "b")])
+def test_a_bad_entry_names_its_file(tmp_path, capsys, monkeypatch, case, problem, command, bad_side):
+    """Found in the row work, where only the entry was known, the message lacked the file that every other one
+    names; it names the side's dump.json now (also when the forked row helper finds it)."""
+    good = {"input_args": [_ITEM], "input_kwargs": {}, "output": [_ITEM]}
+    bad = {"input_args": {"x": 1}, "output": [_ITEM]} if case == "args_dict" else \
+        {"input_args": [[5]], "input_kwargs": {}, "output": [_ITEM]}
+    for side in ("d", "b"):
+        data = {"A.a.0.forward": good, "A.b.0.forward": bad if side == bad_side else good,
+                "A.c.0.forward": good}
+        rank = tmp_path / side / "step0" / "rank0"
+        rank.mkdir(parents=True)
+        (rank / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
+                                                    "data": data}))
+        (rank / "construct.json").write_text(json.dumps({k: None for k in data}))
+        (rank / "stack.json").write_text("{}")
+    if command == "helper":   # every other node's row to the forked helper: A.b.0.forward is its
+        from tbprobe.graph_builder import engine, run
+
+        monkeypatch.setattr(engine, "SPLIT_MIN_NODES", 0)
+        monkeypatch.setattr(engine, "_BLOCK", 1)
+        monkeypatch.setattr(run, "SPLIT_IDLE", 0)
+        monkeypatch.setattr("os.cpu_count", lambda: 2)
+    args = ["graph", "-tp", str(tmp_path / "d")] if command == "build" else \
+        ["compare" if command == "compare" else "graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b")]
+    err = _bad(tmp_path, args, capsys)
+    assert err.startswith(f"tbprobe: error: {tmp_path / bad_side / 'step0' / 'rank0' / 'dump.json'}: {problem}"), err

@@ -188,3 +188,50 @@ def test_an_npy_declaring_more_than_it_holds_is_refused_before_allocating(tmp_pa
     _, msg = metrics.tensor_metrics(str(tmp_path / "obj.npy"), str(tmp_path / "ok.npy"))
     assert msg == "warning: cannot read tensor data: obj.npy: holds Python objects (a pickle), which tbprobe does not unpickle"
     assert metrics.tensor_metrics(str(tmp_path / "ok.npy"), str(tmp_path / "ok.npy"))[1] is None
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickles_are_not_unpickled_and_say_so_in_one_line(tmp_path):
+    """A legacy (non-zip) .pt went to torch.load, which printed a multi-line UserWarning about its pickle
+    protocol on stderr and put its several paragraphs of "Weights only load failed..." into the row. Now: no
+    warning, one short line, and nothing in the file runs."""
+    import pickle
+    import warnings
+    import zipfile
+
+    marker = tmp_path / "ran"
+    torch.save(torch.ones(3, 4), tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    (tmp_path / "evil_legacy.pt").write_bytes(pickle.dumps(_Payload(marker), protocol=4))
+    with zipfile.ZipFile(tmp_path / "evil_zip.pt", "w") as z:
+        z.writestr("archive/data.pkl", pickle.dumps(_Payload(marker)))
+        z.writestr("archive/byteorder", "little")
+        z.writestr("archive/version", "3\n")
+    torch.save({"a": torch.ones(2)}, tmp_path / "dict.pt")
+    (tmp_path / "text.pt").write_text("not a tensor")
+    torch.save(torch.ones(3, 4), tmp_path / "ok.pt")
+    why = {
+        "legacy.pt": "legacy.pt is a legacy pickle, which tbprobe does not unpickle (torch.save's zip format since "
+                     "torch 1.6 is read)",
+        "evil_legacy.pt": "evil_legacy.pt is a legacy pickle, which tbprobe does not unpickle (torch.save's zip "
+                          "format since torch 1.6 is read)",
+        "evil_zip.pt": "evil_zip.pt holds objects other than a tensor, which tbprobe does not unpickle",
+        "dict.pt": "dict.pt holds a dict, not a tensor",
+        "text.pt": "text.pt is not a tensor file (neither torch.save's zip format nor .npy)",
+    }
+    for name, text in why.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fields, msg = metrics.tensor_metrics(str(tmp_path / name), str(tmp_path / "ok.pt"))
+        assert [str(w.message) for w in caught] == [], name
+        assert msg == f"warning: cannot read tensor data: {text}", name
+        assert fields["Cosine"] == "N/A"
+    assert not marker.exists()

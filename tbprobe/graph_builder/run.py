@@ -73,10 +73,18 @@ def unpaired_keys(debug: List[RankDir], bench: Optional[List[RankDir]],
 
 def _check_out_dir(out_dir: str, create: bool = False) -> Path:
     """Fail early, before any work, when the output folder cannot be written; create it only when asked (just
-    before writing), so a failed run leaves nothing behind."""
+    before writing), so a failed run leaves nothing behind. A symbolic link to a folder is followed; a dangling
+    one (here or above) is an error that says so."""
     out = Path(out_dir)
     probe = out
     while not probe.exists():
+        if probe.is_symlink():   # (the mkdir at the end said only "File exists", after all the work)
+            try:
+                target = f": its target {os.readlink(probe)} does not exist"
+            except OSError:
+                target = ""
+            raise TbprobeError(f"{out}: cannot create the output folder ({probe} is a dangling symbolic link"
+                               f"{target})")
         if probe.parent == probe:
             break
         probe = probe.parent

@@ -369,3 +369,25 @@ def test_a_bad_entry_names_its_file(tmp_path, capsys, monkeypatch, case, problem
         ["compare" if command == "compare" else "graph", "-tp", str(tmp_path / "d"), "-gp", str(tmp_path / "b")]
     err = _bad(tmp_path, args, capsys)
     assert err.startswith(f"tbprobe: error: {tmp_path / bad_side / 'step0' / 'rank0' / 'dump.json'}: {problem}"), err
+
+
+@pytest.mark.parametrize("command", ["graph", "compare"])
+def test_an_output_onto_a_dangling_link_says_so(tmp_path, capsys, command):
+    """It said "cannot create the output folder (File exists)", after all the work; a link to a folder is
+    followed."""
+    import os
+
+    link = tmp_path / "link"
+    os.symlink(tmp_path / "nowhere" / "x", link)
+    args = [command, "-tp", str(F / "npu_stat"), "-gp", str(F / "bench_stat")]
+    for out in (link, link / "sub"):
+        assert main(args + ["-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"tbprobe: error: {out}: cannot create the output folder ({link} is a dangling symbolic link: "
+                       f"its target {tmp_path / 'nowhere' / 'x'} does not exist)\n")
+    assert link.is_symlink() and not (tmp_path / "nowhere").exists()
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "good")
+    assert main(args + ["-o", str(tmp_path / "good")]) == 0
+    capsys.readouterr()
+    assert len(list((tmp_path / "real").iterdir())) == 1

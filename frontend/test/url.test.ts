@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { defaultState, Store } from "../src/state/state";
-import { embedInParentHash, extractFromParentHash, queryToState, stateToQuery } from "../src/state/url";
+import { embedInParentHash, extractFromParentHash, MAX_URL_EXPANDED, queryToState, stateToQuery } from "../src/state/url";
 
 describe("state <-> URL", () => {
   it("round-trips every field, with names that need escaping", () => {
@@ -51,5 +51,14 @@ describe("state <-> URL", () => {
     store.set({ step: 0 });
     store.set({ step: 1, rank: 0, expanded: { NPU: ["a"], Bench: [] } });
     expect(seen).toEqual([["step", "expanded"]]);
+  });
+
+  it("writes at most MAX_URL_EXPANDED expanded names a side, the first in pre-order (a deep path made a 500 kB URL)", () => {
+    const names = Array.from({ length: 20000 }, (_, i) => `Module.d${i}.L.forward.0`);
+    const q = stateToQuery({ ...defaultState(), expanded: { NPU: names, Bench: ["x"] } });
+    const back = queryToState(q);
+    expect(back.expanded.NPU).toEqual(names.slice(0, MAX_URL_EXPANDED));
+    expect(back.expanded.Bench).toEqual(["x"]);
+    expect(q.length).toBeLessThan(100_000);
   });
 });

@@ -151,6 +151,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             "/api/root": _route(self._root),
             "/api/children": _route(self._children),
             "/api/node": _route(self._node),
+            "/api/path_children": _route(self._path_children),
             "/api/search": _route(self._search),
             "/api/filter": _route(self._filter),
             "/api/compare_table": _route(self._compare_table),
@@ -229,6 +230,11 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         return self.data.children(*_graph_args(r.args), rp.side(r.args), rp.text(r.args, "node"),
                                   rp.integer(r.args, "micro_step", -1, -1), offset, limit,
                                   rp.flag(r.args, "compact"))
+
+    def _path_children(self, r):
+        return self.data.path_children(*_graph_args(r.args), rp.side(r.args), rp.text(r.args, "node"),
+                                       rp.integer(r.args, "micro_step", -1, -1),
+                                       rp.integer(r.args, "limit", 2000, 1, rp.MAX_LIMIT))
 
     def _node(self, r):
         return self.data.node(*_graph_args(r.args), rp.side(r.args), rp.text(r.args, "node"))

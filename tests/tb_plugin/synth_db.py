@@ -10,7 +10,7 @@ import random
 import sqlite3
 from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["SCHEMA_SQL", "make_compare_db", "make_names_db", "XSS_NAME"]
+__all__ = ["SCHEMA_SQL", "make_compare_db", "make_names_db", "make_chain_db", "chain_name", "XSS_NAME"]
 
 SCHEMA_SQL = os.path.join(os.path.dirname(__file__), "..", "fixtures", "msprobe-26.2.0", "schema.sql")
 XSS_NAME = "<img src=x onerror=alert(1)>"
@@ -139,6 +139,34 @@ def make_names_db(path: str, n_nodes: int = 1_000_000) -> str:
                "", "{}", 0, "", "", "NPU", None, 0, 0, 0)
 
     conn.executemany("INSERT INTO tb_nodes VALUES (" + ",".join("?" * 22) + ")", rows())
+    conn.execute("INSERT INTO tb_config VALUES ('1', 'build', 'summary', '{}', 1, 0, ?, '[0]', '[0]')",
+                 (json.dumps(_NODE_COLORS),))
+    conn.commit()
+    conn.close()
+    return path
+
+
+def chain_name(level: int) -> str:
+    return f"Module.d{level}.L.forward.0"
+
+
+def make_chain_db(path: str, depth: int = 5000) -> str:
+    """A build database whose graph is one chain of ``depth`` modules nested in each other under DefaultModel,
+    ``chain_name(depth - 1)`` the deepest (a hostile or generated file: the page walked such paths recursively)."""
+    if os.path.exists(path):
+        os.unlink(path)
+    conn = sqlite3.connect(path)
+    _schema(conn)
+    rows = []
+    for order, level in enumerate(range(depth - 1, -1, -1)):   # post-order: the deepest first, the root last
+        name = chain_name(level)
+        parent = chain_name(level - 1) if level else "DefaultModel"
+        kids = json.dumps([chain_name(level + 1)]) if level < depth - 1 else ""
+        rows.append((f"NPU_0_0_{name}", "NPU_0_0", order, name, "0", parent, kids, None, None, 0, "[]", "", "",
+                     "{}", 0, "", "", "NPU", None, 0, 0, 0))
+    rows.append(("NPU_0_0_DefaultModel", "NPU_0_0", depth, "DefaultModel", "0", "", json.dumps([chain_name(0)]),
+                 None, None, 0, "[]", "", "", "{}", 0, "", "", "NPU", None, 0, 0, 0))
+    conn.executemany("INSERT INTO tb_nodes VALUES (" + ",".join("?" * 22) + ")", rows)
     conn.execute("INSERT INTO tb_config VALUES ('1', 'build', 'summary', '{}', 1, 0, ?, '[0]', '[0]')",
                  (json.dumps(_NODE_COLORS),))
     conn.commit()

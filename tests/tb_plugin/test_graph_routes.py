@@ -266,3 +266,61 @@ def test_micro_step_filter(api, logdir):
     _, step0 = api.get("/api/children", micro_step=0, **q)
     _, step5 = api.get("/api/children", micro_step=5, **q)
     assert step0["total"] == all_steps["total"] and step5["total"] == 0
+
+
+_COMPACT_DEFAULTS = {"precision": None, "subtree_precision": None, "overflow": 0, "subtree_overflow": 0,
+                     "matched": 1, "micro_step": 0}
+
+
+def _full(compact: dict, start: int, count: int) -> dict:
+    """A compact page's columns from ``start``, every field present (a left-out field has its default)."""
+    out = {k: compact[k][start: start + count] for k in ("name", "type", "n_children", "order")}
+    for key, default in _COMPACT_DEFAULTS.items():
+        out[key] = compact[key][start: start + count] if key in compact else [default] * count
+    out["manual"] = [p - start for p in compact.get("manual", []) if start <= p < start + count]
+    return out
+
+
+def _children_compact(api, q, node):
+    _, page = api.get("/api/children", node=node, compact=1, limit=2000, **q)
+    return page
+
+
+def test_path_children_answers_every_level_of_a_path_in_one_request(api, logdir):
+    """The page opened the path to a node with one /api/children per level, one after the other (a node 20,000
+    levels deep never showed). /api/path_children gives every ancestor's first page at once, as /api/children
+    would, side-file edits included."""
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU")
+    _, node = api.get("/api/node", node="Tensor.__mul__.1.forward", **q)
+    api.post("/api/unmatch", dict(run=run, file=file, step=0, rank=0, debug="Module.layers.1.Block.forward.0",
+                                  descendants=False))
+    status, body = api.get("/api/path_children", node="Tensor.__mul__.1.forward", **q)
+    assert status == 200 and body["complete"] is True and body["path"] == node["path"]
+    assert [lv["node"] for lv in body["levels"]] == node["path"][:-1]
+    start = 0
+    for lv in body["levels"]:
+        want = _children_compact(api, q, lv["node"])
+        assert lv["total"] == want["total"] and lv["count"] == len(want["compact"]["name"])
+        assert _full(body["compact"], start, lv["count"]) == _full(want["compact"], 0, lv["count"]), lv["node"]
+        start += lv["count"]
+    assert "manual" in body["compact"]      # (the unmatch above shows in its level)
+    assert api.get("/api/path_children", node="No.such.node", **q)[0] == 404
+    assert api.get("/api/path_children", node="DefaultModel", **q)[1]["levels"] == []
+
+
+def test_path_children_of_a_deep_chain_and_its_budget(tmp_path, monkeypatch):
+    from tbprobe.tb_plugin import graph_data
+    from tests.tb_plugin.conftest import make_api
+    from tests.tb_plugin.synth_db import chain_name, make_chain_db
+
+    (tmp_path / "deep").mkdir()
+    make_chain_db(str(tmp_path / "deep" / "chain.vis.db"), depth=5000)
+    api = make_api(tmp_path)
+    q = dict(run="deep", file="chain.vis.db", step=0, rank=0, side="NPU")
+    status, body = api.get("/api/path_children", node=chain_name(4999), **q)
+    assert status == 200 and body["complete"] is True and len(body["path"]) == 5001 and len(body["levels"]) == 5000
+    assert body["compact"]["name"] == [chain_name(i) for i in range(5000)]
+    monkeypatch.setattr(graph_data, "PATH_CHILDREN_BUDGET", 10)
+    status, body = api.get("/api/path_children", node=chain_name(4999), **q)
+    assert status == 200 and body["complete"] is False and len(body["levels"]) == 10 and len(body["path"]) == 5001

@@ -94,6 +94,16 @@ export interface CompactChildrenResponse {
   partial?: boolean;
 }
 
+/** `/api/path_children`: the first page of the children of every ancestor of a node, root first, in one answer. */
+export interface PathChildrenResponse {
+  path: string[];
+  /** one per ancestor (the node itself has none), in path order; `count` children of each in `compact`, in turn */
+  levels: { node: string; total: number; count: number }[];
+  compact: CompactChildren;
+  /** false when the server left out the deepest levels (too many children in all): ask /api/children for them */
+  complete: boolean;
+}
+
 export interface Param {
   key: string;
   fields: Record<string, string | number | null>;

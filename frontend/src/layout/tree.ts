@@ -150,6 +150,22 @@ export function expand(node: LayoutNode, presized?: { w: number; h: number }): v
   propagate(node);
 }
 
+/**
+ * Expand a chain of nodes at once (each the parent of the next, every one's children loaded): the path opened to
+ * reveal a deep node. Each node is laid out once, deepest first, then what follows the first one in its ancestors:
+ * expanding them one by one laid out every ancestor again each time, quadratic in the depth (20,000 levels: 2e8
+ * layouts). Nodes of the chain expanded already are laid out again too (their child below changed).
+ */
+export function expandChain(chain: LayoutNode[]): void {
+  if (!chain.length) return;
+  for (const n of chain) {
+    if (!n.children) throw new Error(`children of ${n.name} are not loaded`);
+    n.expanded = true;
+  }
+  for (let i = chain.length - 1; i >= 0; i--) layoutContent(chain[i], 0);
+  propagate(chain[0]);
+}
+
 export function collapse(node: LayoutNode): void {
   node.expanded = false;
   node.w = LEAF_W;
@@ -191,24 +207,71 @@ export interface Visit {
 }
 
 /**
- * Walk the drawn tree inside a world rectangle, parents before children. The callback gets absolute positions and
- * returns false to skip a node's children (too small to see). Cost: what is in the rectangle plus a log per level.
+ * Walk the drawn tree inside a world rectangle, parents before children (pre-order). The callback gets absolute
+ * positions and returns false to skip a node's children (too small to see). Cost: what is in the rectangle plus a
+ * log per level. With a stack of its own, not recursion: a graph 20,000 levels deep overflowed the call stack
+ * ("Maximum call stack size exceeded" on every frame).
  */
-export function walkVisible(root: LayoutNode, rx: number, ry: number, rw: number, rh: number, fn: Visit): void {
-  const visit = (n: LayoutNode, ax: number, ay: number): void => {
-    if (ax > rx + rw || ay > ry + rh || ax + n.w < rx || ay + n.h < ry) return;
-    if (fn(n, ax, ay) === false) return;
+export function walkVisible(root: LayoutNode, rx: number, ry: number, rw: number, rh: number, fn: Visit,
+  start: { node: LayoutNode; ax: number; ay: number } = { node: root, ax: root.x, ay: root.y }): void {
+  const nodes: LayoutNode[] = [start.node];
+  const xs: number[] = [start.ax];
+  const ys: number[] = [start.ay];
+  const kids: LayoutNode[] = [];
+  while (nodes.length) {
+    const n = nodes.pop()!;
+    const ax = xs.pop()!;
+    const ay = ys.pop()!;
+    if (ax > rx + rw || ay > ry + rh || ax + n.w < rx || ay + n.h < ry) continue;
+    if (fn(n, ax, ay) === false) continue;
     const ch = n.children;
-    if (!n.expanded || !ch) return;
+    if (!n.expanded || !ch) continue;
     const top = ry - ay;
     const bottom = ry + rh - ay;
+    kids.length = 0;
     for (let i = firstBottomAtLeast(ch, top); i < ch.length; i++) {
       const c = ch[i];
       if (c.y > bottom) break;
-      visit(c, ax + c.x, ay + c.y);
+      kids.push(c);
     }
-  };
-  visit(root, root.x, root.y);
+    // (pushed last first, so the first child is visited next: the order of the recursive walk)
+    for (let i = kids.length - 1; i >= 0; i--) {
+      const c = kids[i];
+      nodes.push(c);
+      xs.push(ax + c.x);
+      ys.push(ay + c.y);
+    }
+  }
+}
+
+/**
+ * The deepest drawn node whose box holds the whole world rectangle, with its absolute position (the root when
+ * none does). Zoomed in on a deep node, every ancestor holds the view: a drawing can start there, each
+ * ancestor's box being hidden under it (20,000 of them were drawn on every frame).
+ */
+export function coveringNode(root: LayoutNode, rx: number, ry: number, rw: number, rh: number):
+  { node: LayoutNode; ax: number; ay: number } {
+  let n = root;
+  let ax = root.x;
+  let ay = root.y;
+  for (;;) {
+    const ch = n.children;
+    if (!n.expanded || !ch || !ch.length) break;
+    let found: LayoutNode | null = null;
+    for (let i = firstBottomAtLeast(ch, ry + rh - ay); i < ch.length; i++) {
+      const c = ch[i];
+      if (c.y > ry - ay) break;
+      if (ax + c.x <= rx && ay + c.y <= ry && ax + c.x + c.w >= rx + rw && ay + c.y + c.h >= ry + rh) {
+        found = c;
+        break;
+      }
+    }
+    if (!found) break;
+    ax += found.x;
+    ay += found.y;
+    n = found;
+  }
+  return { node: n, ax, ay };
 }
 
 /** The deepest drawn node under a world point, or null. */

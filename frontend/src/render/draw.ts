@@ -1,7 +1,7 @@
 // Draws one pane's tree on a 2D canvas with levels of detail: far away, boxes only (batched by colour, one fill
 // per colour); boxes big enough get an outline; labels only where they are legible. Only what intersects the
 // viewport is visited (walkVisible), so a pan costs what is on screen, not what is laid out.
-import { HEADER, walkVisible, type LayoutNode } from "../layout/tree";
+import { coveringNode, HEADER, walkVisible, type LayoutNode } from "../layout/tree";
 import type { Camera } from "./camera";
 import { mix, textOn, type Theme } from "./colors";
 
@@ -77,6 +77,8 @@ export function drawTree(ctx: CanvasRenderingContext2D, root: LayoutNode, cam: C
     a.push(x, y, w, h);
   };
   let visited = 0;
+  // (from the deepest box holding the whole view: what is above it is hidden under it)
+  const start = coveringNode(root, tl.x, tl.y, vw / s, vh / s);
   walkVisible(root, tl.x, tl.y, vw / s, vh / s, (n, ax, ay) => {
     visited++;
     const x = ax * s + cam.tx;
@@ -89,7 +91,8 @@ export function drawTree(ctx: CanvasRenderingContext2D, root: LayoutNode, cam: C
       push(n.depth, mix(fill, th.background, th.dark ? 0.8 : 0.7), x, y, w, h);
       push(n.depth, fill, x, y, w, hh);
       if (w >= 4 && h >= 4) outline.push(x, y, w, h);
-      if (hh >= LABEL_MIN_PX + 2) labels.push({ n, x, y, w, h: hh, fill, header: true });
+      // (only a header strip on screen: every ancestor of a deep node in view is visited, 20,000 of them)
+      if (hh >= LABEL_MIN_PX + 2 && y + hh >= 0 && y <= vh) labels.push({ n, x, y, w, h: hh, fill, header: true });
     } else {
       push(n.depth, fill, x, y, Math.max(w, 0.6), Math.max(h, 0.6));
       if (w >= 4 && h >= 4) outline.push(x, y, w, h);
@@ -102,7 +105,7 @@ export function drawTree(ctx: CanvasRenderingContext2D, root: LayoutNode, cam: C
     else if (paint.highlighted.has(n.name)) marks.push({ x, y, w, h, c: th.highlight, lw: 2 });
     // Children smaller than a pixel or so add nothing visible: the parent's tint stands for them.
     return h >= 3;
-  });
+  }, start);
   for (const layer of fills) {
     if (!layer) continue;
     for (const [color, a] of layer) {

@@ -104,7 +104,11 @@ export class Minimap {
     const colorIndex = new Map<string, number>();
     const rects: number[] = [];
     const minPx = 0.25 / this.scale;
-    const walk = (n: LayoutNode, ax: number, ay: number) => {
+    // Parents before children, with a stack of its own (a recursive walk overflowed the call stack on a graph
+    // 20,000 levels deep).
+    const stack: [LayoutNode, number, number][] = [[root, root.x, root.y]];
+    while (stack.length) {
+      const [n, ax, ay] = stack.pop()!;
       const c = n.expanded && n.children?.length ? mix(fill(n), theme.background, theme.dark ? 0.8 : 0.7) : fill(n);
       let ci = colorIndex.get(c);
       if (ci === undefined) {
@@ -113,9 +117,13 @@ export class Minimap {
         colorIndex.set(c, ci);
       }
       rects.push(ax, ay, n.w, n.h, ci, n.depth);
-      if (n.expanded && n.children && n.h > minPx * 4) for (const k of n.children) walk(k, ax + k.x, ay + k.y);
-    };
-    walk(root, root.x, root.y);
+      if (n.expanded && n.children && n.h > minPx * 4) {
+        for (let i = n.children.length - 1; i >= 0; i--) {
+          const k = n.children[i];
+          stack.push([k, ax + k.x, ay + k.y]);
+        }
+      }
+    }
     const bitmap = await engine.minimap({
       width: MINIMAP_W, height: MINIMAP_H, scale: this.scale, rects: new Float64Array(rects), colors,
       background: theme.background, stroke: theme.stroke,

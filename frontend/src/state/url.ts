@@ -6,6 +6,12 @@ import { defaultState, type ColorMode, type Lang, type Tab, type ViewState } fro
 const TABS: Tab[] = ["graph", "compare", "overflow", "monitor"];
 const MODES: ColorMode[] = ["legend", "overflow", "metric"];
 const LIST_SEP = "\n"; // node names may hold commas; they never hold newlines
+/**
+ * Expanded nodes written to the URL, per side: the first ones in pre-order (every node's ancestors come before it,
+ * so what is written is still a tree). The path of a node 20,000 levels deep made a URL of half a megabyte, written
+ * again on every change; the selection's own path is opened again from the selection.
+ */
+export const MAX_URL_EXPANDED = 2000;
 
 function int(v: string | null, dflt: number): number {
   if (v === null || !/^-?\d+$/.test(v)) return dflt;
@@ -26,8 +32,8 @@ export function stateToQuery(s: ViewState): string {
   if (s.microStep !== d.microStep) q.set("ms", String(s.microStep));
   if (s.tab !== d.tab) q.set("tab", s.tab);
   if (s.selected) q.set("sel", `${s.selected.side}:${s.selected.name}`);
-  if (s.expanded.NPU.length) q.set("xn", s.expanded.NPU.join(LIST_SEP));
-  if (s.expanded.Bench.length) q.set("xb", s.expanded.Bench.join(LIST_SEP));
+  if (s.expanded.NPU.length) q.set("xn", s.expanded.NPU.slice(0, MAX_URL_EXPANDED).join(LIST_SEP));
+  if (s.expanded.Bench.length) q.set("xb", s.expanded.Bench.slice(0, MAX_URL_EXPANDED).join(LIST_SEP));
   if (s.colorMode !== d.colorMode) q.set("color", s.colorMode);
   if (s.metric) q.set("metric", s.metric);
   if (!s.worstInside) q.set("worst", "0");

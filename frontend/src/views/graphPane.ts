@@ -5,8 +5,8 @@ import type { ApiClient, SideKey } from "../api/client";
 import type { ChildrenResponse, NodeSummary, Side } from "../api/types";
 import type { LayoutEngine } from "../layout/engine";
 import {
-  absPos, collapse, expand, hitTest, isShown, LEAF_H, LEAF_W, layoutContent, makeNode, setChildren, shownNodes,
-  type LayoutNode,
+  absPos, collapse, expand, expandChain, hitTest, isShown, LEAF_H, LEAF_W, layoutContent, makeNode, setChildren,
+  shownNodes, type LayoutNode,
 } from "../layout/tree";
 import { Camera } from "../render/camera";
 import { drawTree, type Paint } from "../render/draw";
@@ -300,29 +300,102 @@ export class GraphPane {
     else await this.expandNode(n);
   }
 
-  /** Expand the ancestors in `path` (root first) so its last node is shown; returns that node if found. */
+  /** The child of `n` named `name` (the name map first: a linear search per level of a long list was slow). */
+  private childNamed(n: LayoutNode, name: string): LayoutNode | undefined {
+    const k = this.byName.get(name);
+    if (k && k.parent === n) return k;
+    return n.children?.find((c) => c.name === name);
+  }
+
+  /**
+   * Expand the ancestors in `path` (root first) so its last node is shown; returns that node if found.
+   *
+   * The children of every ancestor not open yet come in one request (/api/path_children) and the opened chain is
+   * laid out once (expandChain): a path opened level by level cost one request after the other and a layout of
+   * every ancestor per level, so a node 20,000 levels deep never showed (minutes of requests, quadratic layout).
+   */
   async revealPath(path: string[]): Promise<LayoutNode | null> {
-    if (!this.root || !path.length) return null;
-    let n: LayoutNode | undefined = this.root;
-    if (path[0] !== this.root.name) return this.byName.get(path[path.length - 1]) ?? null;
-    for (let i = 1; i < path.length; i++) {
-      if (!n) return null;
-      await this.expandNode(n, false);
-      await this.whenLoaded(n);
-      n = n.children?.find((c) => c.name === path[i]);
+    const root = this.root;
+    if (!root || !path.length) return null;
+    if (path[0] !== root.name) return this.byName.get(path[path.length - 1]) ?? null;
+    const gen = this.generation;
+    // down the part of the path shown already
+    let n: LayoutNode = root;
+    let i = 1;
+    for (; i < path.length && n.expanded && n.children; i++) {
+      let next = this.childNamed(n, path[i]);
+      if (!next && this.pending.has(n)) {
+        await this.whenLoaded(n);
+        next = this.childNamed(n, path[i]);
+      }
+      if (!next) return null;
+      n = next;
     }
-    return n ?? null;
+    if (i === path.length) return n;
+    if (path.length - i > 1) {
+      // (a failure leaves the levels to the requests of ensureChildren below, which report their own errors)
+      try {
+        await this.host.api.prefetchPath(this.host.key(this.side), path[path.length - 1], this.host.microStep(),
+          FIRST_PAGE);
+      } catch {
+        /* asked for level by level */
+      }
+      if (gen !== this.generation) return null;
+    }
+    const chain: LayoutNode[] = [];
+    let found: LayoutNode | null = null;
+    try {
+      for (; i < path.length; i++) {
+        if (n.summary.n_children === 0) return null;
+        if (!n.children) await this.ensureChildren(n);
+        if (gen !== this.generation || !n.children) return null;
+        chain.push(n);
+        let next = this.childNamed(n, path[i]);
+        if (!next && this.pending.has(n)) {
+          await this.whenLoaded(n);
+          next = this.childNamed(n, path[i]);
+        }
+        if (!next) return null;
+        n = next;
+      }
+      found = n;
+    } finally {
+      // what was opened stays open, the path found or not (as when each level was expanded on its way down)
+      if (gen === this.generation && chain.length) {
+        expandChain(chain);
+        this.layoutChanged();
+        this.host.onLayout(this.side);
+      }
+    }
+    return found;
   }
 
   /** Restore a list of expanded nodes (from the URL or the other pane); parents are expanded before children. */
   async expandNames(names: string[]): Promise<void> {
     const wanted = new Set(names);
+    // Whether a node is shown, remembered for this call (isShown walks to the root: per name of a deep path that
+    // was quadratic). Expansions only add shown nodes here, so a node found shown stays so.
+    const shown = new Set<LayoutNode>();
+    const isShownNow = (n: LayoutNode): boolean => {
+      const seen: LayoutNode[] = [];
+      let p: LayoutNode | null = n;
+      let ok = true;
+      for (; p && !shown.has(p); p = p.parent) {
+        if (p.parent && !p.parent.expanded) {
+          ok = false;
+          break;
+        }
+        seen.push(p);
+      }
+      if (ok) for (const s of seen) shown.add(s);
+      return ok;
+    };
     let progress = true;
     while (progress && wanted.size) {
       progress = false;
       for (const name of [...wanted]) {
         const n = this.byName.get(name);
-        if (n && isShown(n)) {
+        if (n && isShownNow(n)) {
           wanted.delete(name);
           await this.expandNode(n, false);
           await this.whenLoaded(n);

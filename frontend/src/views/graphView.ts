@@ -25,6 +25,10 @@ export function counterpartPath(d: Pick<NodeDetails, "counterpart" | "matched_no
   return d.counterpart && link.length && link[link.length - 1] === d.counterpart ? link : null;
 }
 
+/** Breadcrumbs of a deeper path show its first CRUMBS_HEAD levels and its last ones, MAX_CRUMBS in all. */
+const MAX_CRUMBS = 40;
+const CRUMBS_HEAD = 3;
+
 export class GraphView {
   readonly el: HTMLElement;
   readonly panes = new Map<Side, GraphPane>();
@@ -189,6 +193,17 @@ export class GraphView {
     this.metricSelect.hidden = s.colorMode !== "metric";
     if (s.colorMode === "metric") await this.loadMetric();
     await Promise.all([...this.panes.values()].map((p) => p.load()));
+    // The selection's path first, in one request (the expansion saved in the link holds it, and restoring that
+    // name by name cost one request per level)
+    const selPane = s.selected ? this.panes.get(s.selected.side) : undefined;
+    if (s.selected && selPane) {
+      try {
+        const d = await this.ctx.api.node(this.ctx.sideKey(s.selected.side), s.selected.name);
+        await selPane.revealPath(d.path);
+      } catch {
+        /* select() below reports it */
+      }
+    }
     await Promise.all([...this.panes.values()].map((p) => p.expandNames(s.expanded[p.side])));
     // The view from the URL wins over fit and over centring on the selection.
     const views = { ...s.camera };
@@ -294,7 +309,17 @@ export class GraphView {
     clear(this.breadcrumbs);
     this.breadcrumbs.append(el("span", { class: "ga-muted", text: `${t("breadcrumbsRoot")}: ` }));
     if (!side || !d) return;
-    d.path.forEach((name, i) => {
+    // A deep path shows its first and last levels (20,000 links made a page of breadcrumbs)
+    const path = d.path;
+    const skip = path.length > MAX_CRUMBS ? [CRUMBS_HEAD, path.length - (MAX_CRUMBS - CRUMBS_HEAD)] : null;
+    path.forEach((name, i) => {
+      if (skip && i >= skip[0] && i < skip[1]) {
+        if (i === skip[0]) {
+          this.breadcrumbs.append(el("span", { class: "ga-sep", text: " › " }),
+            el("span", { class: "ga-muted", testid: "breadcrumbs-skipped", text: `… ${skip[1] - skip[0]} …` }));
+        }
+        return;
+      }
       if (i) this.breadcrumbs.append(el("span", { class: "ga-sep", text: " › " }));
       const a = el("a", { href: "#", class: "ga-crumb", text: name });
       a.addEventListener("click", (ev) => {

@@ -242,6 +242,9 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
     members_in: List[Tuple[str, object]] = []
     members_out: List[Tuple[str, object]] = []
     one_sided: List[_Item] = []
+    # the bench's forward arguments the debug call lacks, when both calls' arguments were recorded (a bench node
+    # without data, or with its inputs left out by data_mode, says nothing of its arguments); None: no such rule
+    bench_only = _bench_only_arguments(debug_name, d_in, bench_entry, b_in, cut_d, cut_b) if not exempt else None
     for pairs, is_output, target in ((d_in, False, members_in), (d_out, True, members_out)):
         for key, d in pairs:
             if d is None:
@@ -253,7 +256,8 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
             if b is None:
                 if mode == "md5":
                     it.flag("warning", MSG_MD5_MISSING)
-                if not is_output and not exempt and ".parameters." not in key:
+                if bench_only is not None and not is_output and ".parameters." not in key and \
+                        not _given_elsewhere(d, bench_only):
                     it.flag("error", MSG_ONE_SIDED)
                     one_sided.append(it)
             elif not exempt:
@@ -269,7 +273,7 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
         return res
     if not exempt:
         _node_rules(items, mode, placeholder)
-        if _bench_only_argument(d_in, b_in, cut_d, cut_b):   # (the other way round: on the node's main item)
+        if bench_only:   # (the other way round: on the node's main item)
             target = next((it for it in items if it.is_output), items[-1])
             target.flag("error", MSG_ONE_SIDED)
             one_sided.append(target)
@@ -290,10 +294,30 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
     return res
 
 
-def _bench_only_argument(d_in: list, b_in: list, cut_d: int, cut_b: int) -> bool:
-    """Whether the bench gives an argument (not a parameter) that the debug call leaves out or passes as None."""
+_ARGUMENTS = ("input_args", "input_kwargs")
+_SAME_FIELDS = ("type", "dtype", "shape", "Max", "Min", "Mean", "Norm", "value")
+
+
+def _bench_only_arguments(debug_name: str, d_in: list, bench_entry: Optional[dict], b_in: list, cut_d: int,
+                          cut_b: int) -> Optional[List[dict]]:
+    """The bench's items of forward arguments (not parameters) that the debug call leaves out or passes as None;
+    None where the rule does not apply: a backward record (a gradient that is None on one side is no argument),
+    or a bench entry that recorded no arguments."""
+    if ".forward" not in debug_name or not bench_entry or not any(k in bench_entry for k in _ARGUMENTS):
+        return None
     given = {k[cut_d:] for k, v in d_in if v is not None}
-    return any(v is not None and ".parameters." not in k and k[cut_b:] not in given for k, v in b_in)
+    return [v for k, v in b_in if v is not None and ".parameters." not in k and k[cut_b:] not in given]
+
+
+def _given_elsewhere(item: dict, bench_only: List[dict]) -> bool:
+    """Whether the bench gives `item`'s argument under another slot (a keyword for a position, or the other way
+    round: F.gelu(x, "none") against F.gelu(x, approximate="none")): the same value, or a tensor of the same type,
+    dtype, shape and statistics. That bench item is then taken, no longer one-sided either."""
+    for i, b in enumerate(bench_only):
+        if isinstance(b, dict) and all(item.get(f) == b.get(f) for f in _SAME_FIELDS):
+            del bench_only[i]
+            return True
+    return False
 
 
 def _input_fails(it: _Item) -> bool:

@@ -438,6 +438,33 @@ def test_compare_fast_path_on_arguments_given_on_one_side_only(monkeypatch):
             assert ("given on one side only" in fast.input_text + fast.output_text) is not exempt
 
 
+def test_an_argument_is_one_sided_only_where_both_calls_recorded_theirs(monkeypatch):
+    """Where the rule does not apply (a review's finds): a matched bench node without data (a list or scope
+    filter's construct entry) or whose inputs data_mode left out made every debug argument one-sided, an error;
+    the same value given by position on one side and by keyword on the other was an error; a backward record's
+    gradient that is None on one side is no argument."""
+    tensor = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2], "Max": 1.0, "Min": 0.0, "Mean": 0.5,
+              "Norm": 1.5, "requires_grad": False}
+    word = {"type": "str", "value": "none"}
+    de = {"input_args": [tensor, word], "input_kwargs": {}, "output": [tensor]}
+    cases = [("Functional.gelu.0.forward", de, None), ("Functional.gelu.0.forward", de, {}),
+             ("Functional.gelu.0.forward", de, {"output": [tensor]}),
+             ("Functional.gelu.0.forward", de, {"input_args": [tensor], "input_kwargs": {"approximate": word},
+                                                "output": [tensor]}),
+             ("Functional.linear.0.forward", {"input_args": [tensor, tensor, tensor], "output": [tensor]},
+              {"input_args": [tensor, tensor], "input_kwargs": {"bias": tensor}, "output": [tensor]}),
+             ("Functional.linear.0.backward", {"input": [tensor, None], "output": [tensor]},
+              {"input": [tensor, tensor], "output": [tensor]}),
+             ("Functional.linear.0.backward", {"input": [tensor, tensor], "output": [tensor]},
+              {"input": [tensor, None], "output": [tensor]})]
+    for name, d, b in cases:
+        fast = compare_entries(name, d, name, b, "statistics", bench_texts=True)
+        general = _general(monkeypatch, name, d, name, b, "statistics", bench_texts=True)
+        assert repr(_fields(fast)) == repr(_fields(general)), (name, d, b)
+        assert "given on one side only" not in fast.input_text + fast.output_text, (name, d, b)
+        assert fast.precision != 1, (name, d, b)
+
+
 def test_bare_values_in_arguments_are_a_clear_error():
     """A dump wraps every argument in an item object; a bare number or string inside an argument list is a broken
     dump: one clear error (it was a TypeError from deep inside), whichever path meets it."""

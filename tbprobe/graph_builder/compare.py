@@ -19,7 +19,7 @@ from tbprobe.graph_builder.metrics import (
 )
 
 __all__ = ["MODES", "compare_entries", "Compared", "precision_of", "api_base_name", "RESULT_INDEX", "TensorLookup",
-           "outside_the_node_rules"]
+           "outside_the_node_rules", "no_longer_passes"]
 
 MODES = ("statistics", "md5", "tensor", "structure")
 RESULT_INDEX = {"pass": 0, "warning": 0.5, "error": 1}
@@ -320,9 +320,15 @@ def _given_elsewhere(item: dict, bench_only: List[dict]) -> bool:
     return False
 
 
+def no_longer_passes(result: str, nre: Optional[float], cosine: Optional[float]) -> bool:
+    """An input that no longer passes (the first divergence's test, and the plugin's reading of stored rows):
+    flagged (`result` not "pass"), or its NormRelativeErr (a fraction: 0.1 is 10 %) at 10 % or its cosine under
+    0.99. NaN passes both bounds."""
+    return result != "pass" or (nre is not None and nre >= 0.1) or (cosine is not None and cosine < 0.99)
+
+
 def _input_fails(it: _Item) -> bool:
-    """An input that no longer passes: flagged, or its NormRelativeErr at 10 % or its cosine under 0.99."""
-    return it.result != "pass" or (it.nre is not None and it.nre >= 0.1) or (it.cos is not None and it.cos < 0.99)
+    return no_longer_passes(it.result, it.nre, it.cos)
 
 
 def failing_inputs(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],

@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from tbprobe.graph_builder import rollup
+from tbprobe.graph_builder.compare import no_longer_passes
 from tbprobe.graph_builder.model import Graph, Node
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import (
@@ -142,19 +143,16 @@ def _typed_item(fields) -> Optional[dict]:
     return item
 
 
-# An input, argument or parameter that no longer passes, by the graph builder's test (compare._input_fails): its
-# Result flagged, its NormRelativeErr at 10 % or its cosine under 0.99.
-_FAIL_NRE = 10.0
-_FAIL_COSINE = 0.99
 _RULES = ("inputs_pass", "difference_enters", "earliest_error", "earliest_diverging", "earliest_warning")
 
 
 def _fails(fields: dict) -> bool:
-    if str(fields.get("Result") or "").lower() in ("error", "warning"):
-        return True
+    """A stored input, argument or parameter that no longer passes, by the graph builder's own test (its rows
+    write the NormRelativeErr in percent)."""
+    result = str(fields.get("Result") or "").lower()
     nre = metric_number(fields.get("NormRelativeErr"))
-    cos = metric_number(fields.get("Cosine"))
-    return (nre is not None and not abs(nre) < _FAIL_NRE) or (cos is not None and not cos >= _FAIL_COSINE)
+    return no_longer_passes(result if result in ("error", "warning") else "pass",
+                            None if nre is None else nre / 100.0, metric_number(fields.get("Cosine")))
 
 
 def _is_tensor(fields: dict) -> bool:

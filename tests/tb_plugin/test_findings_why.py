@@ -79,3 +79,16 @@ def test_computed_findings_say_they_are_the_earliest_error(api, logdir):
     assert status == 200 and body["source"] == "computed"
     why = body["first_divergence"]["why"]
     assert why["rule"] == "earliest_error" and why["flagged"] is True and why["worst_output"] is not None
+
+
+def test_the_page_reads_a_stored_input_as_the_builder_judged_it():
+    """The plugin read stored inputs with a copy of the builder's test that disagreed on NaN (a NaN
+    NormRelativeErr failed there, passes in the builder), so `why` could list as differing an input the builder's
+    rule had passed (`inputs_pass`). It reads them with the builder's own test now."""
+    from tbprobe.tb_plugin.findings import _fails
+
+    cases = [({"Result": "pass", "NormRelativeErr": "nan%"}, False), ({"Result": "pass", "NormRelativeErr": "9.9%"},
+             False), ({"Result": "pass", "NormRelativeErr": "10.0%"}, True), ({"Result": "warning"}, True),
+             ({"Result": "pass", "Cosine": "nan"}, False), ({"Result": "pass", "Cosine": "0.98"}, True),
+             ({"Result": "N/A"}, False)]
+    assert [_fails(fields) for fields, _ in cases] == [want for _, want in cases]

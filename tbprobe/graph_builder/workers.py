@@ -16,9 +16,12 @@ from typing import Callable, Iterator, Optional
 __all__ = ["quiet_child", "child_initializer", "worker_pool", "ForkedHelper", "STOPPED_WHY"]
 
 STOPPED_WHY = "killed by a signal, or by the system when memory ran out"
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def _die_with_parent(parent: int) -> None:
+    # (PR_SET_PDEATHSIG fires when the thread that forked the child ends, not its process: every fork here is
+    # made by the thread that runs the command, which lives as long as the process)
     try:
         import ctypes
 
@@ -67,6 +70,10 @@ def worker_pool(max_workers: int, initializer: Optional[Callable[[], None]] = No
     from tbprobe.errors import TbprobeError
 
     pool = ProcessPoolExecutor(max_workers=max_workers, initializer=child_initializer(initializer))
+    # (a fork-started pool forks all its workers at its first submit: made here, with the signals held back as
+    # ForkedHelper holds them, so that none reaches a worker before its initializer has made it quiet)
+    with _signals_blocked():
+        pool.submit(int)
     try:
         try:
             yield pool
@@ -79,10 +86,6 @@ def worker_pool(max_workers: int, initializer: Optional[Callable[[], None]] = No
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-
-
-
-_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 @contextlib.contextmanager

@@ -108,7 +108,7 @@ class Edits:
         pairs = [(npu.names[pd], bench.names[pb]) for pd, pb in
                  (pair_descendants(npu, bench, d, b) if descendants else [(d, b)])]
         sf = self.data.side_files(run, file)
-        with sf.lock(matches_name(file, step, rank)):
+        with sf.lock():
             matches, unmatched = sf.matches(step, rank), set(sf.unmatched(step, rank))
             before = Overlay(gf, step, rank, dict(matches), sorted(unmatched), gf.meta()["task"])
             claimants = _claimants(matches)
@@ -130,7 +130,7 @@ class Edits:
                 k += 1
         names = [npu.names[i] for i in names]
         sf = self.data.side_files(run, file)
-        with sf.lock(matches_name(file, step, rank)):
+        with sf.lock():
             matches, unmatched = sf.matches(step, rank), set(sf.unmatched(step, rank))
             before = Overlay(gf, step, rank, dict(matches), sorted(unmatched), gf.meta()["task"])
             for name in names:
@@ -156,7 +156,7 @@ class Edits:
         self.data.open(run, file)
         clean = validate_legend(colors)
         sf = self.data.side_files(run, file)
-        with sf.lock(legend_name(file)):  # (an apply folding the legend in must not retire a newer one)
+        with sf.lock():  # (an apply folding the legend in must not retire a newer one)
             sf.save_legend(clean)
         return {"node_colors": clean}
 
@@ -172,13 +172,11 @@ class Edits:
             raise ApiError(400, "apply works on .vis.db files only")
         meta = gf.meta()
         sf = self.data.side_files(run, file)
-        names = [legend_name(file)] + [n for step in meta["steps"] for rank in meta["ranks"]
-                                       for n in (matches_name(file, step, rank), unmatch_name(file, step, rank))]
-        with contextlib.ExitStack() as held:
-            # The side files stay as read until they are retired: a match, unmatch or legend edit meanwhile waits
-            # for the apply (else it could go into a file that is then retired unapplied)
-            for name in sorted(set(names)):
-                held.enter_context(sf.lock(name))
+        # The side files stay as read until they are retired: a match, unmatch or legend edit meanwhile waits for
+        # the apply (else it could go into a file that is then retired unapplied). One lock covers them all, every
+        # step and rank's (a lock per name was one per step x rank, kept for good); it is taken after the apply's
+        # own, which no holder of a side-file lock ever waits for.
+        with sf.lock():
             return self._apply_side_files(run, file, path, meta, sf)
 
     def _apply_side_files(self, run, file, path, meta, sf) -> dict:

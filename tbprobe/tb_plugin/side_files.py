@@ -6,7 +6,7 @@
   (the reference format has no way to say "unmatched").
 - ``<file>.legend.json``: ``{"node_colors": {...}}`` the edited legend.
 Writes go to a temporary file in the same folder and are renamed over the old one, so a crash never leaves half
-a file; read-modify-write sequences of one file are serialised by a lock. An apply (edits.py) folds the edits
+a file; read-modify-write sequences of a graph file's side files are serialised by one lock. An apply (edits.py) folds the edits
 into the database and retires their side files (renamed beside the database's backup).
 """
 import json
@@ -73,20 +73,26 @@ def _read_json(path: str, default):
         raise ApiError(400, f"side file {os.path.basename(path)} is nested too deeply") from None
 
 
+# The side files of one graph file are edited one request at a time: its match, unmatch and legend edits and its
+# applies take the lock of its stripe, a fixed set as the apply's are (edits.py): one lock per side-file name ever
+# edited or applied (an apply names every step x rank's) grew without bound in a long-lived TensorBoard. Files
+# sharing a stripe only wait for each other; each holder takes one stripe, so none waits on another in a cycle.
+_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
 class SideFiles:
     """Side files of graph files in a run folder (``folder`` is already checked to be inside the log dir)."""
-
-    _locks: Dict[str, threading.Lock] = {}
-    _locks_guard = threading.Lock()
 
     def __init__(self, folder: str, file: str):
         self.folder = folder
         self.file = file
 
-    def lock(self, name: str) -> threading.Lock:
-        path = os.path.join(self.folder, name)
-        with self._locks_guard:
-            return self._locks.setdefault(path, threading.Lock())
+    def lock(self) -> threading.Lock:
+        """The lock of every side file of this graph file, for a read-modify-write of any of them. Its stripe is
+        the hash of the real folder and the tag the side files are named after (``x.vis`` and ``x.vis.db`` share
+        ``x_<step>_<rank>.vis.config``, so they share the lock too)."""
+        key = os.path.join(os.path.realpath(self.folder), tag_of(self.file))
+        return _LOCKS[hash(key) % len(_LOCKS)]
 
     def path(self, name: str) -> str:
         return os.path.join(self.folder, name)

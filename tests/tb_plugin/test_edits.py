@@ -403,6 +403,58 @@ def test_the_apply_locks_stay_bounded_one_file_keeping_its_lock(tmp_path):
     assert isinstance(one, type(threading.Lock()))
 
 
+def _side_file_locks() -> int:
+    """The lock objects the side-file module and class keep (in dicts, tuples or lists, however they are held)."""
+    import threading
+
+    from tbprobe.tb_plugin import side_files
+
+    lock_type = type(threading.Lock())
+    seen = set()
+
+    def walk(value, depth=0):
+        if isinstance(value, lock_type):
+            seen.add(id(value))
+        elif depth < 3 and isinstance(value, dict):
+            for v in list(value.values()):
+                walk(v, depth + 1)
+        elif depth < 3 and isinstance(value, (tuple, list)):
+            for v in value:
+                walk(v, depth + 1)
+
+    for v in list(vars(side_files).values()) + list(vars(side_files.SideFiles).values()):
+        walk(v)
+    return len(seen)
+
+
+def test_the_side_file_locks_stay_bounded_through_an_apply_of_many_steps_and_ranks(api, logdir):
+    """An apply took one lock per step x rank side-file name, each kept for good: 1,000 steps x 64 ranks held 128k
+    locks. The locks are a fixed stripe now, one per graph file's side files, shared by match, legend and apply."""
+    import sqlite3
+
+    from tbprobe.tb_plugin.side_files import SideFiles
+
+    run, file = db_file(logdir, "cmp_stat")
+    path = logdir / run / file
+    conn = sqlite3.connect(str(path))
+    with conn:
+        conn.execute("UPDATE tb_config SET step_list = ?, rank_list = ?",
+                     (json.dumps(list(range(100))), json.dumps(list(range(16)))))
+    conn.close()
+    q = dict(run=run, file=file, step=0, rank=0)
+    assert api.post("/api/match", dict(q, debug="Tensor.__mul__.1.forward", bench="Tensor.__add__.1.forward"))[0] == 200
+    assert api.post("/api/legend", dict(run=run, file=file, node_colors=_legend()))[0] == 200
+    status, reply = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200, reply
+    assert reply["nodes_updated"] > 0
+    assert _side_file_locks() <= 64   # (3,201 names: one lock each before)
+    folder = str(logdir / run)
+    one = SideFiles(folder, file).lock()
+    tag = file[:-len(".vis.db")]
+    assert SideFiles(folder + "/.", file).lock() is one
+    assert SideFiles(folder, tag + ".vis").lock() is one   # (x.vis and x.vis.db share x_<step>_<rank>.vis.config)
+
+
 def _fixed_stamp(monkeypatch, stamp: str = "20260101000000"):
     import types
 

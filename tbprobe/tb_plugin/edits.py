@@ -210,11 +210,14 @@ class Edits:
                 if fields is not None:
                     data_rows.append((json.dumps(fields[0]), json.dumps(fields[1]), step, rank, "NPU", row[5]))
         legend_changes = bool(legend) and _json_text(legend) != _json_text(gf.meta()["node_colors"])
-        if not node_rows and not legend_changes:
-            # Every edit is in the database already: nothing to write or back up; the side files only repeat it
-            _retire(sf, folded, None)
-            return {"backup": None, "nodes_updated": 0, "legend": False, "side_files": folded}
         stamp = time.strftime('%Y%m%d%H%M%S')
+        if not node_rows and not legend_changes:
+            # Every edit is in the database already: nothing to write or back up. The side files only repeat it,
+            # but they are the user's: retired to their `.bak-<stamp>` names as after a write (reserved first,
+            # exclusively), never removed with no copy
+            _reserve([sf.path(n) + f".bak-{stamp}" for n in folded])
+            _retire(sf, folded, f".bak-{stamp}")
+            return {"backup": None, "nodes_updated": 0, "legend": False, "side_files": folded}
         backup = f"{path}.bak-{stamp}"
         # Every name the apply writes is created here, never through what is there: the side files' retired names
         # are reserved (created empty, exclusively) before anything is written, then the backup is created the
@@ -354,20 +357,15 @@ def _check_journals(path: str) -> None:
             raise ApiError(403, f"apply refused: {os.path.basename(p)} is {what}; nothing was written")
 
 
-def _retire(sf, names: List[str], suffix) -> None:
+def _retire(sf, names: List[str], suffix: str) -> None:
     """Side files folded into the database: renamed ``<name><suffix>`` (over the empty file _reserve made for
-    it: a rename replaces a link there, never writes through it), or removed when ``suffix`` is None."""
+    it: a rename replaces a link there, never writes through it)."""
     for name in names:
         src = sf.path(name)
         try:
-            if suffix is None:
-                os.unlink(src)
-            else:
-                os.replace(src, src + suffix)
+            os.replace(src, src + suffix)
         except FileNotFoundError:
-            if suffix is not None:
-                _unlink_all([src + suffix])   # (its reserved name, left empty)
-            continue
+            _unlink_all([src + suffix])   # (its reserved name, left empty)
 
 
 # Applies of one file run one at a time: a file takes the lock of its stripe (its real path's hash), a fixed set

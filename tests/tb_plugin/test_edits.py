@@ -231,6 +231,39 @@ def test_reapplying_edits_the_database_holds_updates_no_node(api, logdir, monkey
     assert len([n for n in os.listdir(logdir / run) if n.startswith(f"{file}.bak-")]) == 1
 
 
+def test_an_apply_with_nothing_to_write_retires_the_side_files_to_copies(api, logdir, tmp_path, monkeypatch):
+    """When the database held every edit already, the apply removed the user's side files with no copy; they are
+    retired to `<side file>.bak-<stamp>` as after a write (their names reserved exclusively first: one a link
+    holds is refused and nothing is touched), with `"backup": null` for the database it did not copy."""
+    import types
+
+    from tbprobe.tb_plugin import edits
+
+    stamps = iter(["20260101000000", "20260101000001", "20260101000001", "20260101000002"])
+    monkeypatch.setattr(edits, "time", types.SimpleNamespace(strftime=lambda fmt: next(stamps)))
+    run, file = db_file(logdir, "cmp_stat")
+    folder = logdir / run
+    q = dict(run=run, file=file, step=0, rank=0)
+    match = dict(q, debug="Tensor.__mul__.1.forward", bench="Tensor.__add__.1.forward")
+    assert api.post("/api/match", match)[0] == 200
+    assert api.post("/api/apply", dict(run=run, file=file))[0] == 200
+    assert api.post("/api/match", match)[0] == 200                      # the same edit again: the database has it
+    side = f"{file[:-len('.vis.db')]}_0_0.vis.config"
+    with open(folder / side, "rb") as f:
+        content = f.read()
+    os.symlink(tmp_path / "victim", folder / f"{side}.bak-20260101000001")
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 403 and f"{side}.bak-20260101000001 is a symbolic link" in body["error"], body
+    assert not os.path.lexists(tmp_path / "victim") and (folder / side).exists()
+    os.unlink(folder / f"{side}.bak-20260101000001")
+    status, body = api.post("/api/apply", dict(run=run, file=file))
+    assert status == 200 and body == {"backup": None, "nodes_updated": 0, "legend": False, "side_files": [side]}
+    assert not (folder / side).exists()
+    with open(folder / f"{side}.bak-20260101000001", "rb") as f:
+        assert f.read() == content
+    assert sorted(n for n in os.listdir(folder) if n.startswith(f"{file}.bak-")) == [f"{file}.bak-20260101000000"]
+
+
 def _legend(**over):
     colors = {"#FFFCF3": {"value": [0, 0.3], "accuracy_level": "pass"},
               "#FFDC7F": {"value": [0.3, 0.6], "accuracy_level": "warning"},

@@ -30,8 +30,9 @@ def stored_finding(idx: GraphIndex, found: Optional[dict]) -> Optional[dict]:
     prec = float(idx.precision[i])
     level = PRECISION_CLASSES[precision_classes(idx.precision[i: i + 1])[0]]
     # (as stored: 'x' went out as the text "x"; a wrongly typed one is the file's 400, as in the index)
-    exec_order = stored_int(found.get("exec_order"), getattr(idx, "source", "this graph"),
-                            "tbprobe_findings.exec_order", idx.names[i], default=None)  # type: ignore[arg-type]
+    raw = found.get("exec_order")
+    exec_order = None if raw is None or raw == "" else stored_int(raw, idx.source, "tbprobe_findings.exec_order",
+                                                                  idx.names[i])
     return {"name": idx.names[i], "order": i, "exec_order": exec_order,
             "precision": None if prec != prec else prec, "level": level,
             "overflow": OVERFLOW_LEVELS[idx.overflow[i]] or None, "path": idx.path(i), "detail": found.get("detail")}

@@ -128,7 +128,10 @@ def _float(value: object) -> float:
 
 class GraphIndex:
     """The tree of one graph. Index ``i`` is the i-th node by node_order; the root is ``self.root``. ``source``
-    names the file in the 400 a wrongly typed value gets (``node_type``, ``micro_step_id``, ``exec_order``)."""
+    names the file in the 400 a wrongly typed value gets (``node_type``, ``micro_step_id``, ``exec_order``, and
+    the stored findings' ``exec_order``)."""
+
+    source: str
 
     def __init__(self, rows: Sequence[NodeRow], compare: bool, source: str = "this graph"):
         self.compare = compare

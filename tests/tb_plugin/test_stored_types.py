@@ -122,3 +122,21 @@ def test_a_legacy_vis_file_with_a_bad_micro_steps_or_node_type_is_a_400(api, log
     (logdir / "old" / "type.vis").write_text(json.dumps({"NPU": graph}), encoding="utf-8")
     status, body = api.get("/api/root", run="old", file="type.vis", step=0, rank=0, side="NPU")
     assert status == 400 and body["error"] == "type.vis: column node_type of node 'A.0' holds 'abc', not an integer"
+
+
+def test_a_stored_findings_exec_order_is_read_or_refused_naming_the_file():
+    """The stored first divergence's exec_order: read as an integer, absent as None, anything else the 400 that
+    names the index's file (its ``source``)."""
+    from tbprobe.tb_plugin.findings import stored_finding
+    from tbprobe.tb_plugin.graph_index import GraphIndex
+
+    rows = [(NODE, 1, "DefaultModel", 1.0, 0, 0, True, 0), ("DefaultModel", 0, "", 0.0, 0, 0, True, 1)]
+    idx = GraphIndex(rows, compare=True, source="run_7.vis.db")
+    assert idx.source == "run_7.vis.db"
+    for stored, read in ((None, None), ("", None), (3, 3), ("12", 12)):
+        assert stored_finding(idx, {"name": NODE, "exec_order": stored})["exec_order"] == read, stored
+    assert stored_finding(idx, {"name": NODE})["exec_order"] is None
+    with pytest.raises(ApiError) as err:
+        stored_finding(idx, {"name": NODE, "exec_order": "x"})
+    assert (err.value.status, str(err.value)) == (
+        400, f"run_7.vis.db: column tbprobe_findings.exec_order of node '{NODE}' holds 'x', not an integer")

@@ -38,10 +38,10 @@ def e2e_logdir(tmp_path_factory):
     os.makedirs(root / COLLECTED_RUN)
     shutil.copy(work / name, root / COLLECTED_RUN / name)
     from tbprobe.graph_builder import run_graph
-    from tests.tb_plugin.test_findings_why import _weighted
+    from tests.tb_plugin.dump_cases import weighted_rank
     dumps = tmp_path_factory.mktemp("divergent_dumps")
-    _weighted(dumps / "d", 3.0)
-    _weighted(dumps / "b", 1.0)
+    weighted_rank(dumps / "d", 3.0)
+    weighted_rank(dumps / "b", 1.0)
     run_graph(str(dumps / "d"), str(dumps / "b"), str(root / DIVERGENT_RUN), parallel=False, progress=False)
     return root
 

@@ -8,19 +8,9 @@ import sqlite3
 import pytest
 
 from tbprobe.graph_builder import run_graph
-from tests.graph_builder import synth
 from tests.graph_builder.test_findings import _scaled_mlp
 from tests.tb_plugin.conftest import make_api
-
-T = synth.tensor
-FC = "Module.fc.Linear.forward.0"
-
-
-def _weighted(folder, w):
-    data = {"Module.inp.Linear.forward.0": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0)]),
-            FC: dict(synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * w)]),
-                     parameters={"weight": T((4, 4), norm=1.0 * w, grad=True)})}
-    return synth.simple_rank(folder, data, {k: None for k in data})
+from tests.tb_plugin.dump_cases import FC, weighted_rank
 
 
 def _built(tmp_path, make, debug, bench) -> str:
@@ -38,7 +28,7 @@ def _first(tmp_path, file):
 
 
 def test_a_node_drawn_as_passing_says_its_inputs_match_and_a_parameter_differs(tmp_path):
-    file = _built(tmp_path, _weighted, 3.0, 1.0)
+    file = _built(tmp_path, weighted_rank, 3.0, 1.0)
     first = _first(tmp_path, file)
     assert first["name"] == FC and first["precision"] == 0 and first["level"] == "pass"
     why = first["why"]
@@ -57,7 +47,7 @@ def test_a_differing_argument_is_named_with_both_values(tmp_path):
 def test_a_file_written_before_the_reasons_were_stored_still_says_why(tmp_path):
     """Older tbprobe files hold only precision_index, path, traced_from and matched: the reason comes from the
     node's rows (no rule)."""
-    file = _built(tmp_path, _weighted, 3.0, 1.0)
+    file = _built(tmp_path, weighted_rank, 3.0, 1.0)
     path = tmp_path / "logs" / file
     with sqlite3.connect(path) as conn:
         (detail,), = conn.execute("SELECT detail FROM tbprobe_findings WHERE kind = 'first_divergence'")

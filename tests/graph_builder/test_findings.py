@@ -5,16 +5,9 @@ import pytest
 
 from tbprobe.graph_builder import run_graph
 from tests.graph_builder import golden, synth
+from tests.graph_builder.finding_cases import scaled_mlp, under
 
 T = synth.tensor
-
-
-def _under(folder, data: dict, parent: str, flow=None):
-    """A rank folder of `data`, every record but `parent` inside it (construct.json), with the data flow `flow`
-    (dataflow.json's mapping) when given."""
-    construct = {k: parent for k in data if k != parent}
-    construct[parent] = None
-    return synth.simple_rank(folder, data, construct, extra={"dataflow.json": flow} if flow else None)
 
 
 def _chain(folder, scale_mid=1.0, flow=True):
@@ -26,7 +19,7 @@ def _chain(folder, scale_mid=1.0, flow=True):
         "Torch.c.0.forward": synth.api_entry([T((4,), norm=2.0 * scale_mid)], [T((4,), norm=2.0 * scale_mid)]),
         blk: synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * scale_mid)]),
     }
-    return _under(folder, data, blk, {"Torch.b.0.forward": {"0": "Torch.a.0.forward"},
+    return under(folder, data, blk, {"Torch.b.0.forward": {"0": "Torch.a.0.forward"},
                                       "Torch.c.0.forward": {"0": "Torch.b.0.forward"}} if flow else None)
 
 
@@ -193,7 +186,7 @@ def test_first_overflow_is_earliest_with_finite_inputs(tmp_path):
         "Torch.second.0.forward": synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
         blk: synth.api_entry([T((4,), norm=1.0)], [T((4,), mx=inf, norm=inf)]),
     }
-    _under(tmp_path / "d", data, blk)
+    under(tmp_path / "d", data, blk)
     result = run_graph(str(tmp_path / "d"), None, str(tmp_path / "o"), overflow_check=True, parallel=False,
                        progress=False)
     conn = golden.open_ro(result.path)
@@ -258,38 +251,19 @@ def test_an_output_the_rules_do_not_judge_is_no_divergence(tmp_path):
     assert _finding(result) == "Torch.mul.0.forward"
 
 
-def _scaled_mlp(folder, factor, flow):
-    """x -> gelu -> x * factor (a constant argument) -> linear inside Module.mlp, then a backward record whose
-    error comes later. Only the multiplication's constant differs between the sides."""
-    mlp = "Module.mlp.MLP.forward.0"
-    data = {
-        "Functional.gelu.0.forward": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0, grad=True)]),
-        "Tensor.__mul__.0.forward": synth.api_entry([T((4,), norm=2.0, grad=True), {"type": "float",
-                                                                                  "value": factor}],
-                                                    [T((4,), norm=2.0 * factor, grad=True)]),
-        "Functional.linear.0.forward": synth.api_entry([T((4,), norm=2.0 * factor, grad=True)],
-                                                       [T((4,), norm=1.0 * factor, grad=True)]),
-        mlp: synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=1.0 * factor, grad=True)]),
-        "Functional.gelu.0.backward": {"input": [T((4,), norm=1.0)], "output": [T((4,), norm=1.0 * factor)]},
-    }
-    return _under(folder, data, mlp, {"Tensor.__mul__.0.forward": {"0": "Functional.gelu.0.forward"},
-                                      "Functional.linear.0.forward": {"0": "Tensor.__mul__.0.forward"}}
-                  if flow else None)
-
-
 def test_a_differing_constant_argument_is_where_the_divergence_starts(tmp_path):
     """x * 3.0 against x * 1.0: the multiplication is the only forward error (its constant is flagged, its tensor
     input passes, its output is 200 % off), but the constant failed the "inputs pass" test, so the first
     divergence was a later node (the enclosing module, or a backward record). A differing non-tensor argument
     counts as a differing parameter does: with or without data flow."""
     for flow in (True, False):
-        _scaled_mlp(tmp_path / f"d{flow}", 3.0, flow)
-        _scaled_mlp(tmp_path / f"b{flow}", 1.0, flow)
+        scaled_mlp(tmp_path / f"d{flow}", 3.0, flow)
+        scaled_mlp(tmp_path / f"b{flow}", 1.0, flow)
         result = run_graph(str(tmp_path / f"d{flow}"), str(tmp_path / f"b{flow}"), str(tmp_path / f"o{flow}"),
                            parallel=False, progress=False)
         assert _finding(result) == "Tensor.__mul__.0.forward", flow
     # a failing tensor input beside the constant is still carried in: the node is no start then
-    _scaled_mlp(tmp_path / "d2", 3.0, False)
+    scaled_mlp(tmp_path / "d2", 3.0, False)
     doc = json.loads((tmp_path / "d2" / "dump.json").read_text())
     doc["data"]["Tensor.__mul__.0.forward"]["input_args"][0]["Norm"] = 5.0
     (tmp_path / "d2" / "dump.json").write_text(json.dumps(doc))
@@ -462,8 +436,8 @@ def test_the_first_divergence_says_why_it_was_chosen(tmp_path):
     assert detail["worst_output"] == {"metric": "NormRelativeErr", "value": pytest.approx(200.0)}
     assert detail["precision_index"] == 0 and detail["path"][-1] == "Module.fc.Linear.forward.0"
     # x * 3.0 against x * 1.0: the constant argument fails, and is where the difference enters
-    _scaled_mlp(tmp_path / "d2", 3.0, False)
-    _scaled_mlp(tmp_path / "b2", 1.0, False)
+    scaled_mlp(tmp_path / "d2", 3.0, False)
+    scaled_mlp(tmp_path / "b2", 1.0, False)
     result = run_graph(str(tmp_path / "d2"), str(tmp_path / "b2"), str(tmp_path / "o2"), parallel=False,
                        progress=False)
     detail = _detail(result)

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from tbprobe.graph_builder import run_graph
-from tests.graph_builder.test_findings import _scaled_mlp
+from tests.graph_builder.finding_cases import scaled_mlp
 from tests.tb_plugin.conftest import make_api
 from tests.tb_plugin.dump_cases import FC, weighted_rank
 
@@ -38,7 +38,7 @@ def test_a_node_drawn_as_passing_says_its_inputs_match_and_a_parameter_differs(t
 
 
 def test_a_differing_argument_is_named_with_both_values(tmp_path):
-    file = _built(tmp_path, lambda folder, f: _scaled_mlp(folder, f, False), 3.0, 1.0)
+    file = _built(tmp_path, lambda folder, f: scaled_mlp(folder, f, False), 3.0, 1.0)
     why = _first(tmp_path, file)["why"]
     assert why["rule"] == "difference_enters" and why["flagged"] is True and why["inputs_match"] is True
     assert why["differs"] == [{"key": "input.1", "kind": "argument", "debug": "3.0", "bench": "1.0"}]

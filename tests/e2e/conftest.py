@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from tests.tb_plugin.conftest import FIXTURES, build_tbprobe_db
+from tests.tb_plugin.dump_cases import collected_graph
 from tests.tb_plugin.synth_db import XSS_NAME, make_compare_db
 from tests.tb_plugin.tb_server import TensorBoardServer
-from tests.tb_plugin.test_data_flow import collected_graph
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",

@@ -23,6 +23,7 @@ from tbprobe.formats.vis_db import (
 from tbprobe.formats.vis_schema import INDEX_STATEMENTS, TABLE_STATEMENTS
 
 from .conftest import REF
+from .vis_rows import node_row
 
 REF_TABLES = ("tb_nodes", "tb_stack", "tb_config")
 
@@ -39,16 +40,6 @@ GOLDEN = {
               {(st, r, s): (48 if s == "NPU" else 44) for st in (0, 1) for r in (0, 1) for s in ("NPU", "Bench")}, 104),
     "merge_tp": ("build", "", 0, {(0, 0, "NPU"): 56}, 14),
 }
-
-
-def node_row(step, rank, side, i, n, parent="DefaultModel"):
-    """A plausible tb_nodes row; node i == n-1 is the root."""
-    gid = f"{side}_{step}_{rank}"
-    name = "DefaultModel" if i == n - 1 else f"Module.layers.{i}.Linear.forward.0"
-    up = "" if i == n - 1 else parent
-    subs = json.dumps([f"Module.layers.{j}.Linear.forward.0" for j in range(n - 1)]) if i == n - 1 else ""
-    return (f"{gid}_{name}", gid, i, name, "0", up, subs, None, None, 0, "[]", f"{gid}_0", "", "{}", 0,
-            "{}", "{}", side, None, step, rank, 0)
 
 
 def table_rows(conn, table):

@@ -1,31 +1,8 @@
 """`/api/children?compact=1`: the same summaries as the object form, one array per field, defaults left out."""
 import pytest
 
+from tests.tb_plugin.compact_form import expand_compact
 from tests.tb_plugin.conftest import db_file, fixture_dbs
-
-DEFAULTS = {"precision": None, "subtree_precision": None, "overflow": None, "subtree_overflow": None,
-            "matched": True, "micro_step": 0}
-LEVELS = (None, "medium", "high", "critical")
-
-
-def expand_compact(block: dict) -> list:
-    """The object form rebuilt from the columns (what the frontend's decoder does)."""
-    cols = block["compact"]
-    out = []
-    manual = set(cols.get("manual", []))
-    for i, name in enumerate(cols["name"]):
-        item = {"name": name, "type": cols["type"][i], "n_children": cols["n_children"][i], "order": cols["order"][i]}
-        for key, default in DEFAULTS.items():
-            item[key] = cols[key][i] if key in cols else default
-        for key in ("overflow", "subtree_overflow"):
-            if key in cols:
-                item[key] = LEVELS[item[key]]
-        if "matched" in cols:
-            item["matched"] = bool(item["matched"])
-        if i in manual:
-            item["manual"] = True
-        out.append(item)
-    return out
 
 
 def walk_both(api, q, side):

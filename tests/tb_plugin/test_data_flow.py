@@ -1,35 +1,13 @@
 """The node panel's data flow: which records made a node's inputs and which ones its outputs fed, from a real
 collector run built by `tbprobe graph` (the collector's dataflow.json becomes tbprobe_edges)."""
 import os
-import sys
 
 import pytest
 
 from tests.tb_plugin.conftest import make_api
+from tests.tb_plugin.dump_cases import collected_graph
 
 torch = pytest.importorskip("torch")
-
-
-def collected_graph(out_dir, level: str = "L1") -> str:
-    """One collected step of a small MLP (linear -> torch.relu -> linear, then an add of both linears' outputs), built
-    into a database under `out_dir`; returns the database's file name."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "collector"))
-    from tbprobe import PrecisionDebugger
-    from tbprobe.graph_builder import run_graph
-
-    torch.manual_seed(0)
-    fc1, fc2 = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
-    dump = os.path.join(str(out_dir), "dump")
-    dbg = PrecisionDebugger(dump_path=dump, level=level, step=[0])
-    dbg.start()
-    h = fc1(torch.randn(2, 4))
-    y = fc2(torch.relu(h))
-    (y + h).sum().backward()
-    dbg.stop()
-    dbg.step()
-    dbg.close()
-    result = run_graph(dump, None, str(out_dir), parallel=False, progress=False)
-    return os.path.basename(result.path)
 
 
 def test_node_details_give_producers_and_consumers(tmp_path):

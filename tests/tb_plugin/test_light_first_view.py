@@ -6,8 +6,8 @@ import pytest
 
 from tbprobe.tb_plugin import light_graph
 from tbprobe.tb_plugin.graph_store import DbGraphFile
+from tests.tb_plugin.compact_form import expand_compact
 from tests.tb_plugin.conftest import db_file, fixture_dbs
-from tests.tb_plugin.test_compact_children import expand_compact
 
 ROLLUPS = ("subtree_precision", "subtree_overflow")
 

@@ -1,7 +1,7 @@
 """A live graph (the collector's `.vis.db` under `<dump_path>_tb/`, written while training runs): the meta says so,
 and its steps are read afresh as the collector adds steps and drops old ones."""
 from tbprobe.formats.live_vis_db import LiveVisDb
-from tests.formats.test_vis_db import node_row
+from tests.formats.vis_rows import node_row
 from tests.tb_plugin.conftest import db_file, make_api
 
 

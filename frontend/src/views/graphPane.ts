@@ -307,6 +307,14 @@ export class GraphPane {
     return n.children?.find((c) => c.name === name);
   }
 
+  /** childNamed, after the page of children being fetched for `n` (if any) has come in. */
+  private async childOnceLoaded(n: LayoutNode, name: string): Promise<LayoutNode | undefined> {
+    const found = this.childNamed(n, name);
+    if (found || !this.pending.has(n)) return found;
+    await this.whenLoaded(n);
+    return this.childNamed(n, name);
+  }
+
   /**
    * Expand the ancestors in `path` (root first) so its last node is shown; returns that node if found.
    *
@@ -323,11 +331,7 @@ export class GraphPane {
     let n: LayoutNode = root;
     let i = 1;
     for (; i < path.length && n.expanded && n.children; i++) {
-      let next = this.childNamed(n, path[i]);
-      if (!next && this.pending.has(n)) {
-        await this.whenLoaded(n);
-        next = this.childNamed(n, path[i]);
-      }
+      const next = await this.childOnceLoaded(n, path[i]);
       if (!next) return null;
       n = next;
     }
@@ -350,11 +354,7 @@ export class GraphPane {
         if (!n.children) await this.ensureChildren(n);
         if (gen !== this.generation || !n.children) return null;
         chain.push(n);
-        let next = this.childNamed(n, path[i]);
-        if (!next && this.pending.has(n)) {
-          await this.whenLoaded(n);
-          next = this.childNamed(n, path[i]);
-        }
+        const next = await this.childOnceLoaded(n, path[i]);
         if (!next) return null;
         n = next;
       }

@@ -1,7 +1,7 @@
 // Why the first divergence is where it is, in words (the page went to a node drawn as passing with no word why):
 // from /api/findings' `why` (docs/http_api.md).
 import type { DivergenceWhy, FirstDivergence } from "../api/types";
-import { t } from "../i18n";
+import { type MessageKey, t } from "../i18n";
 import { formatMetric } from "./format";
 
 function worstText(w: DivergenceWhy["worst_output"]): string {
@@ -11,6 +11,15 @@ function worstText(w: DivergenceWhy["worst_output"]): string {
   const shown = w.metric.endsWith("RelativeErr") && typeof v === "number" ? `${formatMetric(v)} %` : formatMetric(v);
   return `${w.metric} ${shown}`;
 }
+
+// how the graph builder chose the node -> its sentence (a rule it does not know: read off inputs_match)
+const RULE_TEXT: Record<string, MessageKey> = {
+  inputs_pass: "fdInputsPass",
+  difference_enters: "fdEnters",
+  earliest_error: "fdEarliestError",
+  earliest_warning: "fdEarliestWarning",
+  earliest_diverging: "fdEarliestDiverging",
+};
 
 function fill(template: string, worst: string): string {
   // (without a figure, the bracket that would hold it goes: "(output: {worst})", "（{worst}）")
@@ -25,25 +34,8 @@ export function divergenceReason(f: FirstDivergence): string {
   if (!why) return `${t("fdPrefix")}: ${f.name}`;
   const worst = worstText(why.worst_output);
   const parts: string[] = [];
-  switch (why.rule) {
-    case "inputs_pass":
-      parts.push(fill(t("fdInputsPass"), worst));
-      break;
-    case "difference_enters":
-      parts.push(fill(t("fdEnters"), worst));
-      break;
-    case "earliest_error":
-      parts.push(fill(t("fdEarliestError"), worst));
-      break;
-    case "earliest_warning":
-      parts.push(fill(t("fdEarliestWarning"), worst));
-      break;
-    case "earliest_diverging":
-      parts.push(fill(t("fdEarliestDiverging"), worst));
-      break;
-    default:
-      parts.push(fill(why.inputs_match ? t("fdInputsPass") : t("fdOutputDiffers"), worst));
-  }
+  const key = (why.rule && RULE_TEXT[why.rule]) || (why.inputs_match ? "fdInputsPass" : "fdOutputDiffers");
+  parts.push(fill(t(key), worst));
   const own = why.differs.filter((d) => d.kind !== "input").map((d) => {
     if (d.kind === "argument" && d.debug !== undefined && d.debug !== null) {
       return `${d.key} (${String(d.debug)} ${t("fdVersus")} ${d.bench === undefined || d.bench === null ? "—" : String(d.bench)})`;

@@ -120,7 +120,7 @@ def _stored_entry(graph_file, step: int, rank: int, side: str, name: str) -> Tup
     entry: dict = {}
     for source in (row.get("input_data"), row.get("output_data")):
         for key, fields in (source.items() if isinstance(source, dict) else ()):
-            rest = key[len(name) + 1:] if key.startswith(name + ".") else key
+            rest = _suffix(name, key)
             head, _, slot = rest.partition(".")
             container = _CONTAINER.get(head) if slot else None
             if container is None:

@@ -138,25 +138,33 @@ def test_a_torchscript_submodule_is_left_out_with_a_warning(tmp_path, level, cap
     assert dbg.hook_errors == 0
 
 
-@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
-def test_a_forward_that_raises_leaves_no_stale_parent(tmp_path):
-    """The user's code catches an error raised inside a module's forward and goes on within the same step: the
-    calls after it must not hang under the call that raised, and that call keeps a record of its inputs alone (as
-    msprobe 26.2.0 does)."""
+def _fail_then_go_on(tmp_path, fail, raised, match=None, **cfg):
+    """One collected step of _Mixed whose first forward raises inside `b` (`fail`: True for the user's ValueError,
+    or the exception to raise), caught here as the user's code would, then a forward and backward that work: the
+    closed debugger and the step's rank folder."""
     torch.manual_seed(0)
     model, x = _Mixed(), torch.randn(2, 4)
-    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg = make_debugger(tmp_path, steps=1, **cfg)
     dbg.start(model=model)
-    model.b.fail = True
-    with pytest.raises(ValueError, match="the user's own error"):
+    model.b.fail = fail
+    with pytest.raises(raised, match=match):
         model(x)
     model.b.fail = False
     model(x).sum().backward()
     dbg.stop()
     dbg.step()
     dbg.close()
-    construct = json.load(open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "construct.json")))
-    data = json.load(open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dump.json")))["data"]
+    return dbg, rank_dirs(str(tmp_path / "dump"))[0]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_forward_that_raises_leaves_no_stale_parent(tmp_path):
+    """The user's code catches an error raised inside a module's forward and goes on within the same step: the
+    calls after it must not hang under the call that raised, and that call keeps a record of its inputs alone (as
+    msprobe 26.2.0 does)."""
+    dbg, rank = _fail_then_go_on(tmp_path, True, ValueError, "the user's own error", level="L0")
+    construct = json.load(open(os.path.join(rank, "construct.json")))
+    data = json.load(open(os.path.join(rank, "dump.json")))["data"]
     # the second forward's calls are top-level, as the first one's a.Linear was
     assert construct["Module.a.Linear.forward.0"] is None
     assert construct["Module.a.Linear.forward.1"] is None
@@ -179,19 +187,7 @@ def test_a_forward_cut_short_by_a_ctrl_c_leaves_no_parent_that_is_not_there(tmp_
     under a node construct.json did not have, forward and backward, and its input's tensor file had no record. It
     gets the record of a call that raised now, inputs alone, as msprobe keeps it (the calls after it stay under it,
     as in msprobe: nothing tells a call cut short from one still running until the step ends)."""
-    torch.manual_seed(0)
-    model, x = _Mixed(), torch.randn(2, 4)
-    dbg = make_debugger(tmp_path, level=level, steps=1, task="tensor")
-    dbg.start(model=model)
-    model.b.fail = KeyboardInterrupt()
-    with pytest.raises(KeyboardInterrupt):
-        model(x)
-    model.b.fail = False
-    model(x).sum().backward()
-    dbg.stop()
-    dbg.step()
-    dbg.close()
-    rank = rank_dirs(str(tmp_path / "dump"))[0]
+    dbg, rank = _fail_then_go_on(tmp_path, KeyboardInterrupt(), KeyboardInterrupt, level=level, task="tensor")
     construct = json.load(open(os.path.join(rank, "construct.json")))
     data = json.load(open(os.path.join(rank, "dump.json")))["data"]
     named = {p for p in construct.values() if p is not None and p not in ("optimizer", "clip_grad")}

@@ -157,7 +157,7 @@ def _tensor_job(args: Tuple[str, str, object, str, object]):
 
 def _tensor_results(debug: Graph, bench: Graph, workers: int) -> Dict[str, tuple]:
     """Real-data metrics of every tensor pair, each file read once, in worker processes when allowed. A data_name
-    is looked up in its rank's own tensor folder only (metrics.tensor_file: a name that leads out of it is
+    is looked up in its rank's own tensor folder only (tensor_files.tensor_file: a name that leads out of it is
     refused, with a message in the item's row)."""
     pairs = []
     ddir = debug.dump_data_dir or ""

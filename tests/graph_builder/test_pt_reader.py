@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from tbprobe.graph_builder import metrics
+from tbprobe.graph_builder import metrics, tensor_files
 from tbprobe.graph_builder.pt_reader import read_pt
 
 
@@ -31,7 +31,7 @@ def test_same_values_as_torch(tmp_path, dtype, shape):
     want = _torch_array(t)
     assert got.shape == want.shape
     assert np.array_equal(got, want, equal_nan=True)
-    assert np.array_equal(metrics.load_array(str(path)), want, equal_nan=True)
+    assert np.array_equal(tensor_files.load_array(str(path)), want, equal_nan=True)
 
 
 def test_views_and_offsets(tmp_path):
@@ -47,7 +47,7 @@ def test_views_and_offsets(tmp_path):
             assert not t.is_contiguous(), name
         else:
             assert np.array_equal(arr, t.numpy()), name
-        assert np.array_equal(metrics.load_array(str(path)), _torch_array(t.contiguous())), name
+        assert np.array_equal(tensor_files.load_array(str(path)), _torch_array(t.contiguous())), name
 
 
 def test_other_objects_go_back_to_torch(tmp_path):
@@ -59,7 +59,7 @@ def test_other_objects_go_back_to_torch(tmp_path):
     with pytest.raises(FileNotFoundError):
         read_pt(str(tmp_path / "missing.pt"))
     # the metric of a complex tensor still works through torch (magnitudes)
-    assert np.array_equal(metrics.load_array(str(tmp_path / "complex.pt")), np.ones(2))
+    assert np.array_equal(tensor_files.load_array(str(tmp_path / "complex.pt")), np.ones(2))
 
 
 def test_tensor_metrics_unchanged_without_torch(tmp_path, monkeypatch):

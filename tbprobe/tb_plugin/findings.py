@@ -17,7 +17,7 @@ from tbprobe.tb_plugin.graph_index import (
     precision_classes,
     stored_int,
 )
-from tbprobe.tb_plugin.graph_store import metric_number, row_metrics
+from tbprobe.tb_plugin.stored_metrics import metric_number, row_metrics
 
 __all__ = ["stored_finding", "first_divergence", "first_overflow", "divergence_why"]
 

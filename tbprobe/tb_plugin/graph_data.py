@@ -23,11 +23,12 @@ from tbprobe.tb_plugin.graph_index import (
     precision_class,
     precision_classes,
 )
-from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, DbGraphFile, MetricValue, metric_sort_key, row_metrics
+from tbprobe.tb_plugin.graph_store import DbGraphFile
 from tbprobe.tb_plugin.manual_match import Overlay
 from tbprobe.tb_plugin.node_detail import detail, split_params
 from tbprobe.tb_plugin.side_files import SideFiles, matches_name
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
+from tbprobe.tb_plugin.stored_metrics import METRIC_FIELDS, MetricValue, metric_sort_key, row_metrics
 
 __all__ = ["GraphData", "PRECISION_CLASSES"]
 

@@ -7,32 +7,35 @@ edited or replaced file is read afresh and an unchanged one is never re-read.
 """
 import json
 import logging
-import math
 import os
 import re
 import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from tbprobe.tb_plugin import index_cache, light_graph
 from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.graph_index import GraphIndex, int_sql
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
+from tbprobe.tb_plugin.stored_metrics import (
+    INF_TEXTS,
+    LOWER_IS_WORSE,
+    METRIC_FIELDS,
+    NAN_TEXTS,
+    MetricValue,
+    metric_json,
+    metric_number,
+)
 
-__all__ = ["DbGraphFile", "derived_estimate", "loads_or", "row_metrics", "metric_sort_key", "MetricValue",
-           "METRIC_FIELDS", "LOWER_IS_WORSE"]
+__all__ = ["DbGraphFile", "derived_estimate", "loads_or"]
 
 logger = logging.getLogger(__name__)
 
 _MAX_FEEDS = 200   # consumers listed for one node (a tensor many calls read: an embedding table, a mask)
 
 _POOL_IDLE = 4
-# The compare fields a node can be coloured or sorted by (statistics, tensor and md5 modes of the reference).
-METRIC_FIELDS = ("Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr", "MinRelativeErr",
-                 "MeanRelativeErr", "NormRelativeErr", "Cosine", "EucDist", "MaxAbsErr",
-                 "One Thousandth Err Ratio", "Five Thousandths Err Ratio")
 _SIDES = ("NPU", "Bench")
 
 
@@ -64,95 +67,6 @@ def _ints(values, file: str, column: str) -> List[int]:
 
 def _dict(value) -> dict:
     return value if isinstance(value, dict) else {}
-
-
-# Metrics where a lower value is the worse one (a cosine similarity, the share of elements within 1/1000 or
-# 5/1000); for the others the value farthest from 0 is.
-LOWER_IS_WORSE = ("Cosine", "One Thousandth Err Ratio", "Five Thousandths Err Ratio")
-_NAN_TEXTS = ("nan", "+nan", "-nan")
-_INF_TEXTS = ("inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
-_NUMERIC_TEXT = re.compile(r"^[-+.0-9eE]*[0-9][-+.0-9eE]*$")
-
-MetricValue = Union[float, str]
-
-
-def metric_number(value) -> Optional[float]:
-    """A stored metric as a float, signed as stored ("14.2%" -> 14.2, "nan" -> nan, "-inf" -> -inf); None for
-    text that is no number ("N/A", a shape). The same texts as metric_table's SQL reads."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip().rstrip("%").strip()
-    low = text.lower()
-    if low in _NAN_TEXTS:
-        return float("nan")
-    if low in _INF_TEXTS:
-        return float("-inf") if low.startswith("-") else float("inf")
-    if not _NUMERIC_TEXT.match(text):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def _severity(key: str, value: float) -> tuple:
-    """How bad a metric value is, comparable across the values of one metric: NaN worst, then an infinity, then the
-    value farthest from 0 (the lowest, for LOWER_IS_WORSE metrics)."""
-    if value != value:
-        return (2, 0.0)
-    if math.isinf(value):
-        return (1, 0.0)
-    return (0, -value if key in LOWER_IS_WORSE else abs(value))
-
-
-def metric_json(value: float) -> MetricValue:
-    """A metric value for a JSON answer: a number, or "nan", "inf", "-inf" (JSON has no literal for them)."""
-    if value != value:
-        return "nan"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
-
-
-def metric_sort_key(value) -> Optional[tuple]:
-    """The key /api/filter sorts a metric by: its magnitude, NaN above an infinity above every finite value."""
-    number = metric_number(value)
-    if number is None:
-        return None
-    if number != number:
-        return (2, 0.0)
-    if math.isinf(number):
-        return (1, 0.0)
-    return (0, abs(number))
-
-
-def _result_items(name: str, input_data, output_data) -> list:
-    """The items that hold a node's own result: its outputs; for a parameters_grad node, which has none, its
-    gradients (stored with the inputs)."""
-    source = output_data if isinstance(output_data, dict) and output_data else None
-    if source is None and ".parameters_grad." in name and isinstance(input_data, dict):
-        source = input_data
-    return [v for v in (source or {}).values() if isinstance(v, dict)]
-
-
-def row_metrics(name: str, input_data, output_data, fields=METRIC_FIELDS) -> Dict[str, MetricValue]:
-    """The node's worst output figure of each metric (decoded input_data/output_data columns), signed as stored,
-    NaN and infinities as "nan", "inf", "-inf": the value of the output farthest from 0, NaN before an infinity
-    before any finite value (for LOWER_IS_WORSE metrics the lowest). A parameters_grad node, without outputs, by
-    its gradients. Inputs never count: an input's difference was carried in (a node whose output is NaN showed
-    its input's Max diff, unsigned)."""
-    worst: Dict[str, Tuple[tuple, float]] = {}
-    for item in _result_items(name, input_data, output_data):
-        for key in fields:
-            value = metric_number(item.get(key))
-            if value is None:
-                continue
-            sev = _severity(key, value)
-            if key not in worst or sev > worst[key][0]:
-                worst[key] = (sev, value)
-    return {key: metric_json(worst[key][1]) for key in fields if key in worst}
 
 
 _SCAN_CHUNK = 4096
@@ -562,8 +476,8 @@ class DbGraphFile:
                   f" WHEN t.type = 'text' AND {text} GLOB '*[0-9]*' AND NOT {text} GLOB '*[^-+.0-9eE]*'"
                   f" THEN CAST({text} AS REAL) END")
         quoted = lambda values: ",".join(f"'{v}'" for v in values)  # noqa: E731 - fixed names, no user text
-        severity = (f"CASE WHEN t.type = 'text' AND lower({text}) IN ({quoted(_NAN_TEXTS)}) THEN 'b'"
-                    f" WHEN t.type = 'text' AND lower({text}) IN ({quoted(_INF_TEXTS)}) THEN 'a'"
+        severity = (f"CASE WHEN t.type = 'text' AND lower({text}) IN ({quoted(NAN_TEXTS)}) THEN 'b'"
+                    f" WHEN t.type = 'text' AND lower({text}) IN ({quoted(INF_TEXTS)}) THEN 'a'"
                     f" WHEN t.key IN ({quoted(LOWER_IS_WORSE)}) THEN -({number}) ELSE abs({number}) END")
         # (a parameters_grad node's gradients are stored with its inputs, and it has no outputs)
         grads = ("instr(n.node_name, '.parameters_grad.') > 0"

@@ -10,7 +10,8 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.graph_index import GraphIndex
-from tbprobe.tb_plugin.graph_store import METRIC_FIELDS, MetricValue, derived_estimate, row_metrics
+from tbprobe.tb_plugin.graph_store import derived_estimate
+from tbprobe.tb_plugin.stored_metrics import METRIC_FIELDS, MetricValue, row_metrics
 
 __all__ = ["VisGraphFile", "MAX_VIS_BYTES"]
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tbprobe.tb_plugin.graph_store import METRIC_FIELDS
+from tbprobe.tb_plugin.stored_metrics import METRIC_FIELDS
 from tests.tb_plugin.conftest import make_api
 from tests.tb_plugin.synth_db import make_compare_db
 

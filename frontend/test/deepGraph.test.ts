@@ -13,7 +13,8 @@ import { Camera } from "../src/render/camera";
 import { LIGHT } from "../src/render/colors";
 import { drawTree, type Paint } from "../src/render/draw";
 import { Minimap } from "../src/render/minimap";
-import { FIRST_PAGE, GraphPane, type PaneHost } from "../src/views/graphPane";
+import { FIRST_PAGE } from "../src/views/childPages";
+import { GraphPane, type PaneHost } from "../src/views/graphPane";
 import { summary } from "./helpers";
 
 const name = (level: number) => `Module.d${level}.L.forward.0`;

@@ -11,7 +11,7 @@ import { mountMonitor } from "./monitor/index";
 import { CompareView } from "./compareView";
 import type { AppContext } from "./context";
 import { clear, el, option } from "./dom";
-import { FIRST_PAGE } from "./graphPane";
+import { FIRST_PAGE } from "./childPages";
 import { GraphView } from "./graphView";
 import { OverflowView } from "./overflowView";
 import { CSS } from "./style";

@@ -1,18 +1,19 @@
-// One side's graph (debug "NPU" or "Bench"): its laid-out tree, the canvas it is drawn on, the camera, the
-// minimap, and the mouse and keyboard. It loads children on demand from /api/children (only the children of the
-// node being expanded) and never re-lays-out on pan or zoom.
+// One side's graph (debug "NPU" or "Bench"): its laid-out tree, what is expanded, the canvas it is drawn on, the
+// camera, the minimap, and the mouse and keyboard. Children come on demand (childPages.ts); pan and zoom never
+// re-lay-out.
 import type { ApiClient, SideKey } from "../api/client";
-import type { ChildrenResponse, NodeSummary, Side } from "../api/types";
+import type { NodeSummary, Side } from "../api/types";
 import type { LayoutEngine } from "../layout/engine";
 import {
-  absPos, collapse, expand, expandChain, hitTest, isShown, LEAF_H, LEAF_W, layoutContent, makeNode, setChildren,
-  shownNodes, type LayoutNode,
+  absPos, collapse, expand, expandChain, hitTest, isShown, LEAF_H, LEAF_W, layoutContent, makeNode, shownNodes,
+  type LayoutNode,
 } from "../layout/tree";
 import { Camera } from "../render/camera";
 import { drawTree, type Paint } from "../render/draw";
 import { Minimap } from "../render/minimap";
 import type { Theme } from "../render/colors";
 import { t } from "../i18n";
+import { ChildPages, FIRST_PAGE } from "./childPages";
 import { el } from "./dom";
 import { bindPaneInput } from "./paneInput";
 import type { Colouring } from "./paint";
@@ -38,16 +39,6 @@ export interface PaneHost {
   onError(e: unknown): void;
 }
 
-/** Children drawn from the first response; the rest of a long list follows in pages of MAX_PAGE. */
-export const FIRST_PAGE = 2000;
-const MAX_PAGE = 50000;
-
-/** A box standing for a child whose summary has not arrived yet (the empty name marks it). */
-function placeholder(order: number): NodeSummary {
-  return { name: "", type: 1, n_children: 0, precision: null, overflow: null, subtree_precision: null,
-    subtree_overflow: null, matched: true, micro_step: 0, order };
-}
-
 /** Quiet time after the last layout change before the minimap is rebuilt. */
 const MINIMAP_DELAY_MS = 120;
 
@@ -64,13 +55,11 @@ export class GraphPane {
   readonly camera = new Camera();
   root: LayoutNode | null = null;
   readonly byName = new Map<string, LayoutNode>();
-  /** nodes whose long child list is still arriving */
-  private pending = new Map<LayoutNode, Promise<void>>();
+  private readonly pages = new ChildPages(this);
   private dirty = false;
   private minimapDirty = false;
   /** where a wheel zoom is heading (animated over a few frames) */
   zoomTarget: { scale: number; sx: number; sy: number } | null = null;
-  private generation = 0;
   private width = 0;
   private height = 0;
   /** drawing statistics, read by the benchmark through window.__tbprobe.stats */
@@ -102,10 +91,9 @@ export class GraphPane {
   /** Forget this pane (another file, step or rank replaces it): stop observing and drop the tree. */
   dispose(): void {
     this.resizeObserver.disconnect();
-    this.generation++;
+    this.pages.reset();
     this.root = null;
     this.byName.clear();
-    this.pending.clear();
     if (this.cameraTimer) clearTimeout(this.cameraTimer);
     if (this.minimapTimer) clearTimeout(this.minimapTimer);
   }
@@ -144,143 +132,24 @@ export class GraphPane {
 
   /** Drop the tree and load the root of the current file/step/rank, with its children shown. */
   async load(): Promise<void> {
-    const gen = ++this.generation;
+    const gen = this.pages.reset();
     this.byName.clear();
-    this.pending.clear();
     this.root = null;
     this.requestDraw();
     const key = this.host.key(this.side);
     const summary = await this.host.api.root(key);
-    if (gen !== this.generation) return;
+    if (gen !== this.pages.generation) return;
     const root = makeNode(summary, null, 0);
     this.root = root;
     this.byName.set(root.name, root);
-    if (summary.partial) void this.completeLater();
+    if (summary.partial) void this.pages.completeLater();
     await this.expandNode(root, false);
-  }
-
-  private completing = false;
-
-  /**
-   * The server answered the first view before its index of the graph was ready (a big file opened for the first
-   * time): the summaries lack the subtree roll-ups. Ask again, a little later each time, until the answers are
-   * complete, then replace the summaries of everything loaded. The page is not `ready` until then.
-   */
-  private async completeLater(): Promise<void> {
-    if (this.completing) return;
-    this.completing = true;
-    const gen = this.generation;
-    this.host.onBusy(1);
-    try {
-      for (let tries = 0; tries < 120 && gen === this.generation; tries++) {
-        await new Promise((r) => setTimeout(r, Math.min(400, 100 + 50 * tries)));
-        if (gen !== this.generation) return;
-        const key = this.host.key(this.side);
-        const root = await this.host.api.root(key);
-        if (root.partial) continue;
-        if (gen !== this.generation || !this.root) return;
-        if (this.root.name === root.name) this.root.summary = root;
-        for (const n of [...this.byName.values()]) {
-          if (!n.children) continue;
-          let offset = 0;
-          for (;;) {
-            const page = await this.host.api.childrenCompact(key, n.name, this.host.microStep(), offset, MAX_PAGE);
-            if (gen !== this.generation) return;
-            for (const s of page.children) {
-              const k = this.byName.get(s.name);
-              if (k) k.summary = s;
-            }
-            offset += page.children.length;
-            if (!page.children.length || offset >= page.total) break;
-          }
-        }
-        this.repaint();
-        return;
-      }
-    } catch (e) {
-      this.host.onError(e);
-    } finally {
-      this.completing = false;
-      this.host.onBusy(-1);
-    }
-  }
-
-  /**
-   * Load a node's children. A long list comes in two steps: the first page is drawn at once, in boxes laid out
-   * for the whole list (the layout needs only the count), and the rest fill those boxes when they arrive.
-   */
-  private async ensureChildren(n: LayoutNode): Promise<{ w: number; h: number } | undefined> {
-    if (n.children) return undefined;
-    const gen = this.generation;
-    const key = this.host.key(this.side);
-    const ms = this.host.microStep();
-    this.host.onBusy(1);
-    try {
-      const api = this.host.api;
-      const firstReq = api.childrenCompact(key, n.name, ms, 0, FIRST_PAGE);
-      // A long list: the rest is asked for at once, beside the first page, not after it (one round trip less).
-      const restReq = n.summary.n_children > FIRST_PAGE ? api.childrenCompact(key, n.name, ms, FIRST_PAGE, MAX_PAGE)
-        : null;
-      restReq?.catch(() => undefined); // reported by loadRest when it is awaited
-      const first = await firstReq;
-      if (first.partial) void this.completeLater();
-      performance.mark?.(`tbprobe:children-${this.side}`);
-      if (gen !== this.generation || n.children) return undefined;
-      const total = Math.max(first.total, first.children.length);
-      const summaries = first.children.slice();
-      for (let i = summaries.length; i < total; i++) summaries.push(placeholder(i));
-      const grid = await this.host.engine.grid(total);
-      performance.mark?.(`tbprobe:grid-${this.side}`);
-      if (gen !== this.generation || n.children) return undefined;
-      for (const k of setChildren(n, summaries, grid.xy)) if (k.name) this.byName.set(k.name, k);
-      if (first.children.length < total) {
-        const early = first.children.length === FIRST_PAGE ? restReq : null;
-        this.pending.set(n, this.loadRest(n, first.children.length, gen, early));
-      }
-      return { w: grid.w, h: grid.h };
-    } finally {
-      this.host.onBusy(-1);
-    }
-  }
-
-  private async loadRest(n: LayoutNode, from: number, gen: number,
-    early: Promise<ChildrenResponse> | null = null): Promise<void> {
-    const key = this.host.key(this.side);
-    this.host.onBusy(1);
-    try {
-      let offset = from;
-      const kids = n.children!;
-      while (offset < kids.length && gen === this.generation) {
-        const page = await (offset === from && early ? early
-          : this.host.api.childrenCompact(key, n.name, this.host.microStep(), offset, MAX_PAGE));
-        if (gen !== this.generation || !page.children.length) break;
-        page.children.forEach((s, i) => {
-          const k = kids[offset + i];
-          if (!k) return;
-          k.summary = s;
-          k.name = s.name;
-          this.byName.set(s.name, k);
-        });
-        offset += page.children.length;
-        this.repaint();
-      }
-    } catch (e) {
-      this.host.onError(e);
-    } finally {
-      this.pending.delete(n);
-      this.host.onBusy(-1);
-    }
-  }
-
-  /** Resolves when every child of n is known by name (after a paged load). */
-  async whenLoaded(n: LayoutNode): Promise<void> {
-    await this.pending.get(n);
   }
 
   async expandNode(n: LayoutNode, notify = true): Promise<void> {
     if (n.expanded || n.summary.n_children === 0) return;
     if (notify) this.host.onToggle(this.side, n, true);
-    const presized = await this.ensureChildren(n);
+    const presized = await this.pages.ensure(n);
     if (!n.children || n.expanded) return;
     expand(n, presized);
     this.layoutChanged();
@@ -310,8 +179,8 @@ export class GraphPane {
   /** childNamed, after the page of children being fetched for `n` (if any) has come in. */
   private async childOnceLoaded(n: LayoutNode, name: string): Promise<LayoutNode | undefined> {
     const found = this.childNamed(n, name);
-    if (found || !this.pending.has(n)) return found;
-    await this.whenLoaded(n);
+    if (found || !this.pages.arriving(n)) return found;
+    await this.pages.whenLoaded(n);
     return this.childNamed(n, name);
   }
 
@@ -326,7 +195,7 @@ export class GraphPane {
     const root = this.root;
     if (!root || !path.length) return null;
     if (path[0] !== root.name) return this.byName.get(path[path.length - 1]) ?? null;
-    const gen = this.generation;
+    const gen = this.pages.generation;
     // down the part of the path shown already
     let n: LayoutNode = root;
     let i = 1;
@@ -337,22 +206,22 @@ export class GraphPane {
     }
     if (i === path.length) return n;
     if (path.length - i > 1) {
-      // (a failure leaves the levels to the requests of ensureChildren below, which report their own errors)
+      // (a failure leaves the levels to the requests of pages.ensure below, which report their own errors)
       try {
         await this.host.api.prefetchPath(this.host.key(this.side), path[path.length - 1], this.host.microStep(),
           FIRST_PAGE);
       } catch {
         /* asked for level by level */
       }
-      if (gen !== this.generation) return null;
+      if (gen !== this.pages.generation) return null;
     }
     const chain: LayoutNode[] = [];
     let found: LayoutNode | null = null;
     try {
       for (; i < path.length; i++) {
         if (n.summary.n_children === 0) return null;
-        if (!n.children) await this.ensureChildren(n);
-        if (gen !== this.generation || !n.children) return null;
+        if (!n.children) await this.pages.ensure(n);
+        if (gen !== this.pages.generation || !n.children) return null;
         chain.push(n);
         const next = await this.childOnceLoaded(n, path[i]);
         if (!next) return null;
@@ -361,7 +230,7 @@ export class GraphPane {
       found = n;
     } finally {
       // what was opened stays open, the path found or not (as when each level was expanded on its way down)
-      if (gen === this.generation && chain.length) {
+      if (gen === this.pages.generation && chain.length) {
         expandChain(chain);
         this.layoutChanged();
         this.host.onLayout(this.side);
@@ -398,7 +267,7 @@ export class GraphPane {
         if (n && isShownNow(n)) {
           wanted.delete(name);
           await this.expandNode(n, false);
-          await this.whenLoaded(n);
+          await this.pages.whenLoaded(n);
           progress = true;
         }
       }
@@ -416,7 +285,7 @@ export class GraphPane {
       for (let i = 0; i < todo.length; i += 8) {
         await Promise.all(todo.slice(i, i + 8).map(async (n) => {
           await this.expandNode(n, false);
-          await this.whenLoaded(n);
+          await this.pages.whenLoaded(n);
         }));
       }
       frontier = todo.flatMap((n) => n.children ?? []);
@@ -454,15 +323,14 @@ export class GraphPane {
     return out;
   }
 
+  /** Resolves when every child of n is known by name (after a paged load). */
+  whenLoaded(n: LayoutNode): Promise<void> {
+    return this.pages.whenLoaded(n);
+  }
+
   /** Start loading a node's children into the client's cache (a likely next expand); draws nothing. */
   prefetchChildren(n: LayoutNode): void {
-    if (n.children || n.summary.n_children === 0) return;
-    const key = this.host.key(this.side);
-    const ms = this.host.microStep();
-    this.host.api.childrenCompact(key, n.name, ms, 0, FIRST_PAGE).catch(() => undefined);
-    if (n.summary.n_children > FIRST_PAGE) {
-      this.host.api.childrenCompact(key, n.name, ms, FIRST_PAGE, MAX_PAGE).catch(() => undefined);
-    }
+    this.pages.prefetch(n);
   }
 
   shownNames(): string[] {

@@ -170,9 +170,9 @@ def divergence_why(graph_file, step: int, rank: int, found: dict) -> dict:
 
     ``rule``: how the graph builder chose it (its findings detail: "inputs_pass", "difference_enters",
     "earliest_error", "earliest_diverging"; computed findings: "earliest_error" / "earliest_warning"), null for
-    files written before the builder stored it. ``flagged``: whether the node's own precision is an error (false:
-    it is drawn as passing, the reference's rule letting its output differ because a parameter or argument differs
-    too). ``worst_output``: ``{"metric", "value"}``, its worst output NormRelativeErr in percent (Cosine in tensor
+    files written before the builder stored it. ``flagged``: whether the node is drawn as flagged, its own precision
+    a warning or an error (false: it is drawn as passing, the reference's rule letting its output differ because a
+    parameter or argument differs too). ``worst_output``: ``{"metric", "value"}``, its worst output NormRelativeErr in percent (Cosine in tensor
     mode), as the detail gives it, else from the node's row. ``inputs_match``: every tensor input passes
     (parameters and non-tensor arguments aside). ``differs``: the inputs, arguments and parameters that no longer
     pass, ``[{"key": "input.1", "kind": "parameter"|"argument"|"leaf"|"input", "debug", "bench"}]`` (the values of
@@ -181,9 +181,9 @@ def divergence_why(graph_file, step: int, rank: int, found: dict) -> dict:
     detail = found.get("detail") if isinstance(found.get("detail"), dict) else {}
     name = found["name"]
     rule = detail.get("rule") if detail.get("rule") in _RULES else None
-    flagged = detail.get("flagged")
-    if not isinstance(flagged, bool):
-        flagged = found.get("level") == "error"
+    # (drawn as flagged, a warning as much as an error: the stored word is the builder's "precision is an error",
+    # and a warning node, yellow on the page, was said to be "drawn as passing")
+    flagged = found.get("level") in ("error", "warning")
     why: Dict[str, object] = {"rule": rule, "flagged": flagged, "worst_output": None, "inputs_match": None,
                               "differs": []}
     try:

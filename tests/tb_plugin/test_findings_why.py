@@ -82,3 +82,16 @@ def test_the_page_reads_a_stored_input_as_the_builder_judged_it():
              ({"Result": "pass", "Cosine": "nan"}, False), ({"Result": "pass", "Cosine": "0.98"}, True),
              ({"Result": "N/A"}, False)]
     assert [_fails(fields) for fields, _ in cases] == [want for _, want in cases]
+
+
+def test_a_warning_node_is_not_said_to_be_drawn_as_passing(tmp_path):
+    """A file whose earliest flagged node is a warning (msprobe's precision 0.5, yellow on the page): `flagged` was
+    "its precision is an error", so the page said of a yellow node that it was "drawn as passing"."""
+    file = _built(tmp_path, weighted_rank, 3.0, 1.0)
+    with sqlite3.connect(tmp_path / "logs" / file) as conn:
+        conn.execute("DROP TABLE tbprobe_findings")   # (computed from the stored results, as for msprobe's files)
+        conn.execute("UPDATE tb_nodes SET precision_index = 0.5 WHERE node_name = ? AND data_source = 'NPU'", (FC,))
+    conn.close()
+    first = _first(tmp_path, file)
+    assert first["name"] == FC and first["level"] == "warning"
+    assert first["why"]["rule"] == "earliest_warning" and first["why"]["flagged"] is True

@@ -405,6 +405,8 @@ class GraphData:
         else:
             out = {"source": "computed", "first_divergence": first_divergence(idx),
                    "first_overflow": self._first_overflow(gf, idx, step, rank, "NPU")}
+        # (a rank the difference reached through a collective has none of its own: the page points at the run's)
+        out["run_first_divergence"] = gf.run_first_divergence()
         if out["first_divergence"] is not None:
             # why it was chosen: the page says it where it goes (a node drawn as passing, with no word why)
             out["first_divergence"]["why"] = divergence_why(gf, step, rank, out["first_divergence"])

@@ -518,6 +518,29 @@ class DbGraphFile:
                 "feeds": [{"slot": str(slot), "node": str(node)} for slot, node in feeds[:_MAX_FEEDS]],
                 "feeds_truncated": len(feeds) > _MAX_FEEDS}
 
+    def run_first_divergence(self) -> Optional[Dict[str, object]]:
+        """The file's first divergence over every step x rank graph, by the graph builder's rule for the run (the
+        summary's "first divergent node"): the earliest step with one, then the earliest in its rank's execution
+        order, then the lowest rank. `{"step", "rank", "name", "exec_order"}`, or None (none stored, or a file
+        without tbprobe's table: msprobe's files would need every graph's rows read, so they get none)."""
+        if "tbprobe_findings" not in self.tables:
+            return None
+        with self._conn() as conn:
+            rows = conn.execute("SELECT graph_id, node_name, exec_order FROM tbprobe_findings "
+                                "WHERE kind = 'first_divergence'").fetchall()
+        best = None
+        for graph_id, name, order in rows:
+            parts = str(graph_id).split("_")
+            if len(parts) != 3 or parts[0] != "NPU" or not all(_DIGITS.fullmatch(p) for p in parts[1:]) \
+                    or not isinstance(name, str):
+                continue   # (a hand-made row: not a graph of this file's shape)
+            step, rank = int(parts[1]), int(parts[2])
+            key = (step, order if isinstance(order, int) else float("inf"), rank)
+            if best is None or key < best[0]:
+                best = (key, {"step": step, "rank": rank, "name": name,
+                              "exec_order": order if isinstance(order, int) else None})
+        return best[1] if best else None
+
     def stored_findings(self, step: int, rank: int) -> Optional[Dict[str, dict]]:
         """tbprobe's precomputed findings for the debug graph, or None for files without the table."""
         if "tbprobe_findings" not in self.tables:

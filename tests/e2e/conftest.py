@@ -18,6 +18,8 @@ ARTIFACTS = os.path.join(os.path.dirname(__file__), "..", "..", "test-artifacts"
 MSPROBE_RUN, TBPROBE_RUN, XSS_RUN, COLLECTED_RUN = "msprobe_built", "tbprobe_built", "hostile", "collected"
 # a tbprobe-built compare whose first divergence is drawn as passing (its weight differs: precision 0, output 200 % off)
 DIVERGENT_RUN = "divergent"
+# two steps x two ranks, only step 1 rank 1 diverging: the other graphs have no first divergence of their own
+MULTIRANK_RUN = "multirank"
 
 __all__ = ["XSS_NAME", "Plugin"]
 
@@ -43,6 +45,12 @@ def e2e_logdir(tmp_path_factory):
     weighted_rank(dumps / "d", 3.0)
     weighted_rank(dumps / "b", 1.0)
     run_graph(str(dumps / "d"), str(dumps / "b"), str(root / DIVERGENT_RUN), parallel=False, progress=False)
+    ranks = tmp_path_factory.mktemp("multirank_dumps")
+    for side, w in (("d", 3.0), ("b", 1.0)):
+        for step in (0, 1):
+            for rank in (0, 1):
+                weighted_rank(ranks / side / f"step{step}" / f"rank{rank}", w if (step, rank) == (1, 1) else 1.0)
+    run_graph(str(ranks / "d"), str(ranks / "b"), str(root / MULTIRANK_RUN), parallel=False, progress=False)
     return root
 
 

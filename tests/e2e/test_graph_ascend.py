@@ -7,7 +7,16 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import COLLECTED_RUN, DIVERGENT_RUN, MSPROBE_RUN, TBPROBE_RUN, XSS_NAME, XSS_RUN, db_name
+from tests.e2e.conftest import (
+    COLLECTED_RUN,
+    DIVERGENT_RUN,
+    MSPROBE_RUN,
+    MULTIRANK_RUN,
+    TBPROBE_RUN,
+    XSS_NAME,
+    XSS_RUN,
+    db_name,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -257,6 +266,24 @@ def test_going_to_the_first_divergence_says_why(plugin, e2e_logdir, tensorboard)
     line = p.testid("details-first-divergence")
     assert line.count() == 1 and line.inner_text() == notice.inner_text()
     p.shot("first_divergence_why_en")
+
+
+def test_the_graph_tab_goes_to_the_runs_first_divergence_from_a_rank_without_one(plugin, e2e_logdir):
+    """On a step and rank with no first divergence of its own (a difference that came in through a collective) the
+    button said "No divergence found.", and only the Compare tab had it. The Graph tab's button now goes to the
+    run's first divergence, switching step and rank, and says why."""
+    p = plugin.open(ga(MULTIRANK_RUN, db_name(e2e_logdir, MULTIRANK_RUN)))
+    assert p.testid("step-select").input_value() == "0" and p.testid("rank-select").input_value() == "0"
+    p.testid("graph-first-divergence").click()
+    p.frame.wait_for_function("(n) => window.__tbprobe.selected() === n", arg="Module.fc.Linear.forward.0",
+                              timeout=30000)
+    p.wait_ready()
+    assert p.testid("step-select").input_value() == "1" and p.testid("rank-select").input_value() == "1"
+    p.frame.wait_for_function("() => document.querySelector('[data-testid=notice-text]').textContent.length > 0")
+    assert p.testid("notice-text").inner_text().startswith(
+        "No divergence starts at step 0 rank 0 (a difference there came in from another rank): this is the run's "
+        "first. First divergence: its inputs match the bench")
+    p.shot("first_divergence_other_rank")
 
 
 def test_the_minimap_leaves_the_labels_under_it_readable(plugin, e2e_logdir):

@@ -67,6 +67,7 @@ def test_computed_findings_say_they_are_the_earliest_error(api, logdir):
     run, file = db_file(logdir, "cmp_tensor")
     status, body = api.get("/api/findings", run=run, file=file, step=0, rank=0)
     assert status == 200 and body["source"] == "computed"
+    assert body["run_first_divergence"] is None   # (msprobe's files: every graph's rows would be read)
     why = body["first_divergence"]["why"]
     assert why["rule"] == "earliest_error" and why["flagged"] is True and why["worst_output"] is not None
 
@@ -95,3 +96,23 @@ def test_a_warning_node_is_not_said_to_be_drawn_as_passing(tmp_path):
     first = _first(tmp_path, file)
     assert first["name"] == FC and first["level"] == "warning"
     assert first["why"]["rule"] == "earliest_warning" and first["why"]["flagged"] is True
+
+
+def test_a_rank_with_no_divergence_of_its_own_points_at_the_runs_first(tmp_path):
+    """A rank the difference reached through a collective has no first divergence of its own: the page said "No
+    divergence found." there, where the run's summary named step 1 rank 1. /api/findings gives the run's first
+    divergence with every graph's, by the summary's rule (earliest step, then execution order, then rank)."""
+    for side, w in (("d", 3.0), ("b", 1.0)):
+        for step in (0, 1):
+            for rank in (0, 1):
+                weighted_rank(tmp_path / side / f"step{step}" / f"rank{rank}", w if (step, rank) == (1, 1) else 1.0)
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "logs"), parallel=False,
+                       progress=False)
+    assert result.summary["first_divergence"] == f"step 1 rank 1: {FC}"
+    api = make_api(tmp_path / "logs")
+    file = os.path.basename(result.path)
+    for step, rank, own in ((0, 0, None), (1, 0, None), (1, 1, FC)):
+        status, body = api.get("/api/findings", run=".", file=file, step=step, rank=rank)
+        assert status == 200, body
+        assert (body["first_divergence"] or {}).get("name") == own
+        assert body["run_first_divergence"] == {"step": 1, "rank": 1, "name": FC, "exec_order": 1}

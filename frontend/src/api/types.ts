@@ -204,7 +204,16 @@ export interface FirstDivergence {
   why?: DivergenceWhy;
 }
 
+/** The file's first divergence over every step x rank graph (tbprobe's files; null for msprobe's). */
+export interface RunFirstDivergence {
+  step: number;
+  rank: number;
+  name: string;
+  exec_order: number | null;
+}
+
 export interface Findings {
   first_divergence: FirstDivergence | null;
   first_overflow: Row | null;
+  run_first_divergence?: RunFirstDivergence | null;
 }

@@ -80,6 +80,8 @@ export const en = {
   compareTable: "Compare table",
   firstDivergence: "Go to the first divergence",
   noDivergence: "No divergence found.",
+  fdNoneHere: "No divergence starts at step {step} rank {rank} (a difference there came in from another rank): this is the run's first.",
+  fdRunFirst: "The run's first divergence is at step {step} rank {rank}: {name}.",
   exportCsv: "Export CSV",
   filterRows: "Filter rows",
   rows: "rows",

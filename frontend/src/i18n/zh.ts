@@ -82,6 +82,8 @@ export const zh: Record<MessageKey, string> = {
   compareTable: "比对表",
   firstDivergence: "跳到首个差异",
   noDivergence: "未发现差异。",
+  fdNoneHere: "第 {step} 步 rank {rank} 没有从自身开始的差异（那里的差异来自其他 rank）：这是整个运行的首个差异。",
+  fdRunFirst: "整个运行的首个差异在第 {step} 步 rank {rank}：{name}。",
   exportCsv: "导出 CSV",
   filterRows: "筛选行",
   rows: "行",

@@ -181,7 +181,7 @@ export class App {
       clearError: () => this.clearError(),
       notice: (text) => this.showNotice(text),
       busy: (d) => (this.busyCount += d),
-      goToNode: (side, name, rank) => this.goToNode(side, name, rank),
+      goToNode: (side, name, rank, step) => this.goToNode(side, name, rank, step),
     };
   }
 
@@ -497,13 +497,15 @@ export class App {
     }
   }
 
-  async goToNode(side: Side, name: string, rank?: number): Promise<void> {
+  async goToNode(side: Side, name: string, rank?: number, step?: number): Promise<void> {
     if (!name) return;
     this.busyCount++;
     try {
-      if (rank !== undefined && rank !== this.store.state.rank) {
-        this.store.set({ rank, selected: { side, name }, tab: "graph" });
-        this.rankSelect.value = String(rank);
+      const s = this.store.state;
+      if ((rank !== undefined && rank !== s.rank) || (step !== undefined && step !== s.step)) {
+        this.store.set({ rank: rank ?? s.rank, step: step ?? s.step, selected: { side, name }, tab: "graph" });
+        this.rankSelect.value = String(this.store.state.rank);
+        this.stepSelect.value = String(this.store.state.step);
         await this.reloadViews();
       }
       this.showTab("graph");

@@ -5,7 +5,7 @@ import { t } from "../i18n";
 import type { AppContext } from "./context";
 import { clear, el, option } from "./dom";
 import { isCompareField } from "./details";
-import { divergenceReason } from "./findings";
+import { goToFirstDivergence } from "./firstDivergence";
 import { precisionClass } from "./format";
 
 const PAGE = 500;
@@ -125,14 +125,7 @@ export class CompareView {
 
   private async firstDivergence(): Promise<void> {
     try {
-      const f = await this.ctx.api.findings(this.ctx.graphKey());
-      const d = f.first_divergence;
-      const name = d && typeof d.name === "string" ? d.name : null;
-      this.findingsBox.textContent = name ? "" : t("noDivergence");
-      if (!d || !name) return;
-      await this.ctx.goToNode("NPU", name);
-      // Why there: a node drawn as passing was reached with no word why (the node details say it too).
-      this.ctx.notice(divergenceReason(d));
+      this.findingsBox.textContent = await goToFirstDivergence(this.ctx);
     } catch (e) {
       this.ctx.error(e);
     }

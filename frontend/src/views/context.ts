@@ -22,6 +22,6 @@ export interface AppContext {
   /** a line of information above the page (closable), e.g. why "go to the first divergence" went where it did */
   notice(text: string): void;
   busy(delta: number): void;
-  /** Show a node in the graph tab (switching rank first when given), select it and centre on it. */
-  goToNode(side: Side, name: string, rank?: number): Promise<void>;
+  /** Show a node in the graph tab (switching rank, and step, first when given), select it and centre on it. */
+  goToNode(side: Side, name: string, rank?: number, step?: number): Promise<void>;
 }

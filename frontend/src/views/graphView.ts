@@ -7,6 +7,7 @@ import { logScale, type LogScale } from "../render/colors";
 import type { ColorMode } from "../state/state";
 import type { AppContext } from "./context";
 import { DetailsView } from "./details";
+import { goToFirstDivergence } from "./firstDivergence";
 import { clear, el, option } from "./dom";
 import { GraphPane, type PaneHost } from "./graphPane";
 import { metricMagnitude } from "./format";
@@ -39,6 +40,7 @@ export class GraphView {
   private metricSelect: HTMLSelectElement;
   private colorSelect: HTMLSelectElement;
   private worstBox: HTMLInputElement;
+  private firstButton: HTMLButtonElement;
   private counterpart: { side: Side; name: string } | null = null;
   private highlights: Record<Side, Set<string>> = { NPU: new Set(), Bench: new Set() };
   private metricValues: Map<string, number> | null = null;
@@ -66,6 +68,11 @@ export class GraphView {
     });
     const collapseAll = el("button", { testid: "collapse-all", text: t("collapseAll") });
     collapseAll.addEventListener("click", () => this.collapseAll());
+    // (the Compare tab had the only one: a user on the graph had to leave it to find where the runs part)
+    this.firstButton = el("button", { testid: "graph-first-divergence", text: t("firstDivergence") });
+    this.firstButton.addEventListener("click", () => {
+      goToFirstDivergence(ctx).then((text) => { if (text) ctx.notice(text); }, (e) => ctx.error(e));
+    });
     this.colorSelect = el("select", { testid: "color-mode-select", title: t("colorBy") },
       option("legend", t("colorLegend")), option("overflow", t("colorOverflow")), option("metric", t("colorMetric")));
     this.colorSelect.value = ctx.store.state.colorMode;
@@ -75,7 +82,7 @@ export class GraphView {
     this.worstBox = el("input", { type: "checkbox" });
     this.worstBox.checked = ctx.store.state.worstInside;
     this.worstBox.addEventListener("change", () => ctx.store.set({ worstInside: this.worstBox.checked }));
-    const toolbar = el("div", { class: "ga-toolbar" }, fit, depth, collapseAll,
+    const toolbar = el("div", { class: "ga-toolbar" }, fit, depth, collapseAll, this.firstButton,
       el("label", { class: "ga-inline" }, `${t("colorBy")}: `, this.colorSelect), this.metricSelect,
       el("label", { class: "ga-inline", title: t("worstInside") }, this.worstBox, ` ${t("worstInside")}`));
     const main = el("div", { class: "ga-graph-main" }, toolbar, this.breadcrumbs, this.panesBox, this.details.el);
@@ -177,6 +184,7 @@ export class GraphView {
   async load(): Promise<void> {
     const meta = this.ctx.meta();
     if (!meta) return;
+    this.firstButton.hidden = meta.graph_type !== "compare";
     this.colourings.clear();
     this.counterpart = null;
     this.highlights = { NPU: new Set(), Bench: new Set() };

@@ -98,8 +98,10 @@ def test_monitor_dashboard_heatmap_series_and_anomaly_jump(server, browser):
                     frame = f
             time.sleep(0.3)
         assert frame is not None, "the GRAPH_ASCEND page has no Monitor tab"
-        frame.locator("[data-testid=view-tab-monitor]").click()
-        frame.wait_for_selector("[data-testid=monitor-root]")
+        # (the monitor's files alone: the page opens on the Monitor view; it opened on the Graph tab's "No .vis.db"
+        # message, the Monitor button left for the user to find)
+        frame.wait_for_selector("[data-testid=monitor-root]", timeout=30000)
+        assert frame.locator("[data-testid=view-tab-monitor]").get_attribute("aria-selected") == "true"
         _ready(frame)
         frame.wait_for_function("() => window.__tbprobeMonitor.rows().length > 0", timeout=30000)
 

@@ -253,6 +253,15 @@ export class App {
     }
   }
 
+  private async hasMonitorJobs(): Promise<boolean> {
+    try {
+      const body = await this.api.get<{ jobs?: unknown[] }>("monitor/runs");
+      return Array.isArray(body.jobs) && body.jobs.length > 0;
+    } catch {
+      return false;   // (the Graph tab's message stands; the Monitor view reports its own errors)
+    }
+  }
+
   async start(): Promise<void> {
     this.busyCount++;
     performance.mark?.("tbprobe:start");
@@ -277,7 +286,9 @@ export class App {
       if (!order.length && this.files[0]) order.push(this.files[0]);
       if (!order.length) {
         this.message.textContent = t("noFiles");
-        this.showTab(s.tab === "monitor" ? "monitor" : "graph");
+        // (a log directory with the training monitor's files alone opened on this message, the Monitor button
+        // left for the user to find)
+        this.showTab(s.tab === "monitor" || await this.hasMonitorJobs() ? "monitor" : "graph");
         this.loaded = true;
         return;
       }

@@ -30,6 +30,44 @@ class MLP(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+class CopyToRegion(torch.autograd.Function):
+    """A tensor-parallel copy-to-region as Megatron writes it: the forward returns its input as it is (autograd
+    makes a view of it), the backward would all-reduce the gradient."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class ColumnLinear(nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n_out, n_in) * 0.3)
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        return F.linear(CopyToRegion.apply(x), self.weight, self.bias)
+
+
+class TPNet(nn.Module):
+    """Column-parallel layers through a custom Function, and a user's full backward hook (whose own custom Function,
+    BackwardHookFunction, returns its inputs as they are too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = ColumnLinear(8, 16)
+        self.act = nn.ReLU()
+        self.fc2 = ColumnLinear(16, 4)
+        self.act.register_full_backward_hook(lambda module, grad_in, grad_out: None)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
 class ConvNet(nn.Module):
     def __init__(self):
         super().__init__()
@@ -50,6 +88,10 @@ def build(model_name: str):
     torch.manual_seed(0)
     if model_name == "mlp":
         model = MLP()
+        data = [(torch.randn(4, 8), torch.randn(4, 4)) for _ in range(4)]
+        loss_fn = F.mse_loss
+    elif model_name == "tp":
+        model = TPNet()
         data = [(torch.randn(4, 8), torch.randn(4, 4)) for _ in range(4)]
         loss_fn = F.mse_loss
     elif model_name == "conv":

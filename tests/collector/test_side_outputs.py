@@ -33,6 +33,43 @@ def test_dataflow_side_file_and_health_events(tmp_path):
     assert [e.step for e in records] == [0, 1] and records[0].value == len(load_rank(rank)["dump"]["data"])
 
 
+@pytest.mark.parametrize("level", ["mix", "L1"])
+def test_dataflow_follows_a_custom_function_that_returns_its_input(tmp_path, level):
+    """A custom Function whose forward returns its input as it is (Megatron's copy-to-tensor-parallel-region)
+    hands on a view autograd makes of it, which no recorded call produced: the linear layers after it had no
+    dataflow.json entry, and the graph builder's first divergence skipped the layer whose weight was off. The
+    view's base, at the same version, names the real producer."""
+    dbg = make_debugger(tmp_path, level=level, steps=2)
+    train(dbg, "tp", 2)
+    dbg.close()
+    for step in (0, 1):
+        (rank,) = rank_dirs(str(tmp_path / "dump"), step)
+        with open(os.path.join(rank, "dataflow.json")) as f:
+            flow = json.load(f)
+        assert "Functional.linear.0.forward" not in flow      # (its input is the data)
+        assert flow["Functional.linear.1.forward"] == {"0": "Functional.relu.0.forward"}
+        assert flow["Functional.relu.0.forward"] == {"0": "Functional.linear.0.forward"}
+
+
+def test_dataflow_does_not_follow_a_view_whose_base_changed_since(tmp_path):
+    """A view's base names the producer only at the version it left: written in place since (an unrecorded
+    copy_), the view holds values no recorded call made."""
+    dbg = make_debugger(tmp_path, level="L1")
+    dbg.start()
+    a = torch.exp(torch.randn(4, 3))
+    torch.relu(a.view(12))               # a's view, as exp left it
+    b = torch.exp(torch.randn(4, 3))
+    b.copy_(torch.ones(4, 3))            # (copy_ is not recorded)
+    torch.relu(b.view(12))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(rank_dirs(str(tmp_path / "dump"))[0], "dataflow.json")) as f:
+        flow = json.load(f)
+    assert flow["Torch.relu.0.forward"] == {"0": "Torch.exp.0.forward"}
+    assert "Torch.relu.1.forward" not in flow
+
+
 def test_dataflow_links_the_tensors_of_a_list_argument(tmp_path):
     """torch.cat([c, d]) had no dataflow entry: only top-level positional tensors were linked. Its slots are named
     as its items are, `0.0` and `0.1`. (cat is a low-risk call, recorded with data at risk_level ALL.)"""

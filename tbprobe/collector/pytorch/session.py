@@ -433,10 +433,27 @@ class Session:
                 continue
             for slot, u in slots:
                 p = producers.get(id(u))
-                if p is not None and p[0]() is u and p[1] == u._version:
-                    if flow is None:
-                        flow = self.record.dataflow.setdefault(name, {})
-                    flow[slot] = p[2]
+                if p is None or p[0]() is not u or p[1] != u._version:
+                    p = _base_producer(producers, u)
+                    if p is None:
+                        continue
+                if flow is None:
+                    flow = self.record.dataflow.setdefault(name, {})
+                flow[slot] = p[2]
+
+
+def _base_producer(producers: Dict[int, tuple], t: torch.Tensor) -> Optional[tuple]:
+    """The producer of the tensor `t` is a view of, where no recorded call made `t` itself: the view autograd
+    makes of an input a custom Function returns as it is (a tensor-parallel copy-to-region's, seen by no hook at
+    L1, construct-only at mix), or one an unrecorded call made (x.view at mix). A view shares its base's version
+    counter, so the base's recorded version says that nothing wrote to either since."""
+    base = t._base      # (None for a tensor that is no view: a parameter, a copy; the common miss costs this read)
+    if base is None:
+        return None
+    p = producers.get(id(base))
+    if p is not None and p[0]() is base and p[1] == t._version:
+        return p
+    return None
 
 
 def _shares_to(tr: BackwardTracker, listeners: Dict[int, List[NodeTracker]], i: int,

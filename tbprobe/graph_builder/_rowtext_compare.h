@@ -192,7 +192,9 @@ static PyObject *compare_plain(PyObject *self, PyObject *const *args, Py_ssize_t
             for (int i = 0; i < dp->n; i++)
                 if (!slots[i].is_null && slots[i].is_output && slots[i].has_nre && slots[i].nre > 0.5)
                     flag(&slots[i], LEVEL_ERROR, PyTuple_GET_ITEM(msgs, 5));
-        if (worst_out > 10 * worst_in && worst_out >= 0.1)
+        /* the reference's RelativeWarnChecker, as compare.norm_warns: past 10 % over exactly matching inputs,
+           else 10 times the worst input's error */
+        if (worst_in == 0 ? worst_out > 0.1 : worst_out > 10 * worst_in)
             flag(target, LEVEL_WARNING, PyTuple_GET_ITEM(msgs, 6));
     }
     int level = LEVEL_PASS, inputs_ok = 1;

@@ -14,6 +14,7 @@ from tbprobe.graph_builder.metrics import (
     STAT_FIELDS,
     md5_of,
     na_tensor_fields,
+    norm_warns,
     stat_fields,
     unsupported_tensor_fields,
 )
@@ -30,9 +31,6 @@ _EXEMPT = re.compile(r"^(empty|empty_like|to|numpy|__setitem__|new_empty.*|empty
 # Collectives whose inputs are placeholders: input-based rules do not apply.
 _PLACEHOLDER_INPUTS = {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv",
                        "reduce_scatter_tensor", "all_gather_into_tensor"}
-# The reference warns on "output error 10x the input error" only for sizeable output errors: 4.4% did not warn
-# in its fixtures, 40% did. 10% is tbprobe's floor (the same bound as the "inputs pass" side of the error rule).
-_WARN_FLOOR = 0.1
 _API_NAME = re.compile(r"^[A-Za-z]+\.(.+)\.\d+\.(forward|backward)$")
 
 MSG_MD5 = "error: The CRC-32 value of NPU differs from that of the bench."
@@ -393,7 +391,7 @@ def _node_rules(items: List[_Item], mode: str, placeholder: bool) -> None:
                 for it in outs:
                     if it.nre is not None and it.nre > 0.5:
                         it.flag("error", MSG_NORM_ERR)
-            if max(out_nre) > 10 * worst_in and max(out_nre) >= _WARN_FLOOR:
+            if norm_warns(worst_in, max(out_nre)):
                 target.flag("warning", MSG_NORM_WARN)
     elif mode == "tensor" and not placeholder:
         in_ratio = [it.ratio for it in ins if it.ratio is not None]

@@ -18,7 +18,7 @@ from typing import List, Optional, Tuple
 
 from tbprobe.graph_builder import _rowtext
 from tbprobe.graph_builder.items import is_std_item, item_text, std_text
-from tbprobe.graph_builder.metrics import _stat
+from tbprobe.graph_builder.metrics import _stat, norm_warns
 
 __all__ = ["entry_texts", "compare_stats"]
 
@@ -208,7 +208,7 @@ def _finish(slots: List[list], members, exempt: bool, placeholder: bool, msgs_of
             for s in slots:   # (every output past the bound, as the reference's RelativeErrChecker)
                 if s[1] and s[4] is not None and s[4] > 0.5:
                     _flag(s, "error", msgs_of[5])
-        if worst_out > 10 * worst_in and worst_out >= 0.1:
+        if norm_warns(worst_in, worst_out):
             _flag(target, "warning", msgs_of[6])
     result = "pass"
     inputs_ok = True

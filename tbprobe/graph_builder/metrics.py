@@ -11,7 +11,7 @@ from tbprobe.graph_builder.items import scalar_md5, to_str
 from tbprobe.graph_builder.tensor_files import TensorFileRefused, load_array, tensor_file
 
 __all__ = ["STAT_FIELDS", "TENSOR_FIELDS", "stat_fields", "tensor_metrics", "unsupported_tensor_fields",
-           "na_tensor_fields", "rel_err_value", "EPS", "tensor_pair_metrics"]
+           "na_tensor_fields", "rel_err_value", "EPS", "tensor_pair_metrics", "norm_warns"]
 
 STAT_FIELDS = ("Max diff", "Min diff", "Mean diff", "L2norm diff",
                "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr")
@@ -171,3 +171,11 @@ def md5_of(item: dict) -> Optional[str]:
     if "value" in item:
         return scalar_md5(item.get("value"))
     return None
+
+
+def norm_warns(worst_in: float, worst_out: float) -> bool:
+    """The reference's warning "the norm relative error of output is 10 times that of input": over inputs that
+    match exactly (no NormRelativeErr, or 0) an output error past 10 %, else an output error 10 times the worst
+    input's, however small. (tbprobe once asked for the 10 % in both cases, guessed from the fixtures, and passed
+    amplifications such as 0.02 % in, 0.27 % out that msprobe warns on: 161 warnings against 5 on a deep GPT.)"""
+    return worst_out > 0.1 if worst_in == 0 else worst_out > 10 * worst_in

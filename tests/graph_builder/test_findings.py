@@ -451,3 +451,30 @@ def test_the_first_divergence_says_why_it_was_chosen(tmp_path):
                        progress=False)
     detail = _detail(result)
     assert detail["rule"] == "difference_enters" and detail["enters"] == [{"slot": "1", "kind": "leaf"}]
+
+
+def test_a_graph_with_warnings_alone_names_its_first_warning(tmp_path):
+    """No error and no output past the 50 % bound, but warnings (a small difference: bf16 for one layer, a weight a
+    few percent off): the summary said "first divergent node: none" and the page "No divergence found.", where
+    msprobe's graph of the same dumps, opened in the plugin, named its earliest warning."""
+    def rank(folder, amplified):
+        data = {"Torch.a.0.forward": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * (1 + 2e-4))]),
+                "Torch.b.0.forward": synth.api_entry([T((4,), norm=2.0 * (1 + 2e-4))],
+                                                     [T((4,), norm=2.0 * (1 + amplified))]),
+                "Module.blk.Blk.forward.0": synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0 * (1 + amplified))])}
+        under(folder, data, "Module.blk.Blk.forward.0")
+
+    rank(tmp_path / "d", 2.7e-3)   # a's output 0.02 % off, carried into b, whose output is 0.27 % off: 13.5 times
+    bench = tmp_path / "b"
+    data = {name: synth.api_entry([T((4,), norm=2.0)], [T((4,), norm=2.0)])
+            for name in ("Torch.a.0.forward", "Torch.b.0.forward", "Module.blk.Blk.forward.0")}
+    under(bench, data, "Module.blk.Blk.forward.0")
+    result = run_graph(str(tmp_path / "d"), str(bench), str(tmp_path / "o"), parallel=False, progress=False)
+    conn = golden.open_ro(result.path)
+    prec = dict(conn.execute("SELECT node_name, precision_index FROM tb_nodes WHERE data_source='NPU'"))
+    # (the module's inputs match exactly: its 0.27 % is short of the 10 % asked for over exact inputs)
+    assert prec == {"Torch.a.0.forward": 0, "Torch.b.0.forward": 0.5, "Module.blk.Blk.forward.0": 0,
+                    "DefaultModel": None}
+    assert result.summary["first_divergence"] == "step 0 rank 0: Torch.b.0.forward"
+    (detail,), = conn.execute("SELECT detail FROM tbprobe_findings WHERE kind='first_divergence'")
+    assert json.loads(detail)["rule"] == "inputs_pass"

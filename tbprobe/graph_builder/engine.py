@@ -504,16 +504,20 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
         from tbprobe.graph_builder.match import unused_mapping_rules
 
         unused = tuple(unused_mapping_rules(opts.layer_map, debug, bench))
-    return RankSummary(debug.step, debug.rank, mode, micro, comm, _counts(debug, compare=bench is not None),
+    return RankSummary(debug.step, debug.rank, mode, micro, comm, _counts(debug, bench),
                        summary["first_divergence"], summary["first_overflow"],  # type: ignore[arg-type]
                        summary["first_divergence_order"], summary["first_overflow_order"],  # type: ignore[arg-type]
                        n_rows, levels=summary_levels, unused_rules=unused,
                        first_divergence_in=summary.get("first_divergence_in"))  # type: ignore[arg-type]
 
 
-def _counts(graph: Graph, compare: bool) -> Dict[str, int]:
+def _counts(graph: Graph, bench: Optional[Graph]) -> Dict[str, int]:
+    compare = bench is not None
     c = {"nodes": len(graph.nodes), "matched": 0, "pass": 0, "warning": 0, "error": 0, "unmatched": 0,
-         "overflow": 0}
+         "bench_unmatched": 0, "overflow": 0}
+    if bench is not None:
+        # the bench's own extra calls: counted on the debug side alone, a bench that did more looked all matched
+        c["bench_unmatched"] = sum(1 for n in bench.nodes.values() if n.match is None and n is not bench.root)
     for node in graph.nodes.values():
         if node.overflow:
             c["overflow"] += 1

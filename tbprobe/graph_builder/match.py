@@ -1,7 +1,11 @@
 """Pairing debug nodes with bench nodes.
 
 Order of the passes (each only looks at nodes still unmatched):
-1. exact: same name under matched parents (= same name and same ancestor names), from the roots down;
+0. (with the aligner, under a pair whose child lists differ) the children aligned by structure and order
+   (align.py): a diff of (name without counters, direction, input shapes), a group of top-level calls keyed
+   by the calls it holds;
+1. exact: same name under matched parents (= same name and same ancestor names), from the roots down; with the
+   aligner, groups of top-level calls only where at least half their calls are the same ones;
 2. layer mapping (`-lm`): module names rewritten by the YAML's per-class renames, then matched by name;
 3. fuzzy (`-fm`): modules by name; APIs by (API name without counter, direction, occurrence within parent);
 4. structural aligner (on by default): the unmatched children of each matched pair are aligned as sequences of
@@ -11,72 +15,26 @@ Order of the passes (each only looks at nodes still unmatched):
 6. manual matches (`.vis.config`), which override the rest.
 """
 import difflib
-import re
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
+from tbprobe.graph_builder.align import (
+    MODULE_NAME,
+    align_children,
+    link,
+    same_inputs,
+    signature,
+    similar_groups,
+    strip_counters,
+)
 from tbprobe.graph_builder.model import Graph, Node
 
 __all__ = ["match_graphs", "signature", "strip_counters", "mapping_rules", "unused_mapping_rules"]
-
-_API = re.compile(r"^(.*)\.\d+\.(forward|backward)$")
-_MODULE = re.compile(r"^(.*)\.(forward|backward)\.\d+$")
-_GRAD = re.compile(r"^(.*)\.parameters_grad(\.\d+)?$")
-_ABM = re.compile(r"^Apis_Between_Modules\.\d+$")
-
-
-def strip_counters(name: str) -> Tuple[str, str]:
-    """(name without call counters, direction) for APIs, modules and parameter grads."""
-    m = _API.match(name)
-    if m and not name.startswith(("Module.", "Cell.")):
-        return m.group(1), m.group(2)
-    m = _MODULE.match(name)
-    if m:
-        return m.group(1), m.group(2)
-    m = _GRAD.match(name)
-    if m:
-        return m.group(1) + ".parameters_grad", "backward"
-    if _ABM.match(name):
-        return "Apis_Between_Modules", ""
-    return name, ""
-
-
-def _input_shapes(node: Node) -> tuple:
-    """(dtype, shape) of each tensor input, computed once per node (one decode of its entry)."""
-    sig = node.sig
-    if sig is None:
-        out = []
-        entry = node.entry
-        if entry:
-            ins, _ = flatten_entry(node.name, entry)
-            for _, item in ins:
-                if is_tensor_item(item):
-                    out.append((item.get("dtype"), tuple(item.get("shape") or ())))
-        sig = node.sig = tuple(out)
-    return sig
-
-
-def signature(node: Node) -> tuple:
-    base, direction = strip_counters(node.name)
-    return (base, direction, _input_shapes(node))
-
-
-def _same_inputs(a: Node, b: Node) -> bool:
-    return _input_shapes(a) == _input_shapes(b)
-
-
-def _link(d: Node, b: Node, how: Optional[str] = None) -> None:
-    d.match = b
-    b.match = d
-    if how:
-        d.add_flag(how)
-
 
 def match_graphs(debug: Graph, bench: Graph, *, fuzzy: bool = False, align: bool = True,
                  layer_map: Optional[Mapping[str, Mapping[str, str]]] = None,
                  manual: Optional[Mapping[str, str]] = None) -> int:
     """Set `.match` on both sides; returns the number of matched debug nodes."""
-    _link(debug.root, bench.root)
+    link(debug.root, bench.root)
     pairs = [(debug.root, bench.root)]
     while pairs:
         d, b = pairs.pop()
@@ -84,13 +42,17 @@ def match_graphs(debug: Graph, bench: Graph, *, fuzzy: bool = False, align: bool
         # identical child lists cannot hide a shifted counter: pair them by name without looking inside
         same_list = len(d.children) == len(b.children) and all(
             x.name == y.name for x, y in zip(d.children, b.children))
+        if align and not same_list:
+            # the lists differ, so a counter may be shifted by an extra call: structure and order first
+            align_children(d.children, b.children)
         for child in d.children:
             twin = by_name.get(child.name)
             if twin is not None and twin.match is None and child.match is None:
                 # with the aligner on, a same-named pair whose inputs differ in shape is left to it: an extra
-                # call shifts the counters, so the name may belong to a different call
-                if not align or same_list or _same_inputs(child, twin):
-                    _link(child, twin)
+                # call shifts the counters, so the name may belong to a different call; a group of top-level
+                # calls pairs by its number only where its calls are mostly the same ones
+                if not align or same_list or (same_inputs(child, twin) and similar_groups(child, twin)):
+                    link(child, twin)
         if layer_map is not None:
             _match_mapped(d, b, layer_map)
         if fuzzy:
@@ -121,10 +83,10 @@ def _match_moved(debug: Graph, bench: Graph) -> None:
         if b is None or b.match is not None or b.parent is None or d.parent is None:
             continue
         # under parents of one name the walk met both and left them apart on purpose (the aligner's shifted counters)
-        if d.parent.name == b.parent.name or not _same_inputs(d, b):
+        if d.parent.name == b.parent.name or not same_inputs(d, b):
             continue
         if _under_counterpart(d, b) or _under_counterpart(b, d):
-            _link(d, b)
+            link(d, b)
 
 
 def _backward_follows_forward(debug: Graph, bench: Graph) -> None:
@@ -152,7 +114,7 @@ def _backward_follows_forward(debug: Graph, bench: Graph) -> None:
             continue
         _unlink(d)
         _unlink(want)
-        _link(d, want, "aligned")
+        link(d, want, "aligned")
 
 
 def _unlink(n: Node) -> None:
@@ -195,7 +157,7 @@ def _match_fuzzy(d: Node, b: Node) -> None:
     for k, child in keyed(d.children).items():
         twin = bench_keys.get(k)
         if twin is not None and twin.match is None:
-            _link(child, twin, "fuzzy")
+            link(child, twin, "fuzzy")
 
 
 def _mapped_name(name: str, layer_map: Mapping[str, Mapping[str, str]]) -> str:
@@ -237,7 +199,7 @@ def unused_mapping_rules(layer_map: Optional[Mapping], *graphs: Graph) -> List[s
         for name in graph.nodes:
             parts.update(name.split("."))
             if name.startswith(("Module.", "Cell.")):
-                m = _MODULE.match(name)
+                m = MODULE_NAME.match(name)
                 if m:
                     classes.add(m.group(1).rsplit(".", 1)[-1])
     out = [f"layer mapping rule {label!r} matched no node (no module or API name holds its attribute)"
@@ -259,7 +221,7 @@ def _match_mapped(d: Node, b: Node, layer_map: Mapping[str, Mapping[str, str]]) 
         key = strip_counters(_mapped_name(child.name, layer_map))
         options = bench.get(key)
         if options:
-            _link(child, options.pop(0), "layer_mapping")
+            link(child, options.pop(0), "layer_mapping")
 
 
 def _align(d: Node, b: Node) -> None:
@@ -272,7 +234,7 @@ def _align(d: Node, b: Node) -> None:
     sm = difflib.SequenceMatcher(None, sig_l, sig_r, autojunk=False)
     for block in sm.get_matching_blocks():
         for k in range(block.size):
-            _link(left[block.a + k], right[block.b + k], "aligned")
+            link(left[block.a + k], right[block.b + k], "aligned")
     # second chance: same name without counters and direction, in order, ignoring shapes
     left = [c for c in d.children if c.match is None]
     right = [c for c in b.children if c.match is None]
@@ -281,7 +243,9 @@ def _align(d: Node, b: Node) -> None:
                                      autojunk=False)
         for block in sm.get_matching_blocks():
             for k in range(block.size):
-                _link(left[block.a + k], right[block.b + k], "aligned")
+                x, y = left[block.a + k], right[block.b + k]
+                if similar_groups(x, y):
+                    link(x, y, "aligned")
 
 
 def _apply_manual(debug: Graph, bench: Graph, manual: Mapping[str, str]) -> None:
@@ -294,4 +258,4 @@ def _apply_manual(debug: Graph, bench: Graph, manual: Mapping[str, str]) -> None
             d.match.match = None
         if b.match is not None:
             b.match.match = None
-        _link(d, b, "manual")
+        link(d, b, "manual")

@@ -307,7 +307,7 @@ def _link_distributed(results: List[RankSummary]) -> Dict[str, dict]:
 
 def _summary(results: List[RankSummary], path: Path, seconds: float) -> Dict[str, object]:
     total: Dict[str, object] = {"nodes": 0, "matched": 0, "pass": 0, "warning": 0, "error": 0, "unmatched": 0,
-                                "overflow": 0}
+                                "bench_unmatched": 0, "overflow": 0}
     for r in results:
         for k, v in r.counts.items():
             total[k] = int(total.get(k, 0)) + v  # type: ignore[arg-type]
@@ -345,7 +345,7 @@ def format_summary(result: GraphResult) -> str:
     lines = [f"{result.graph_type} graph: {s['graphs']} step x rank graph(s), {s['nodes']} debug nodes"]
     if result.graph_type == "compare":
         lines.append(f"  mode {result.mode}: matched {s['matched']}, pass {s['pass']}, warning {s['warning']}, "
-                     f"error {s['error']}, unmatched {s['unmatched']}")
+                     f"error {s['error']}, unmatched {s['unmatched']}, bench-only {s.get('bench_unmatched', 0)}")
         inside = f" (in {s['first_divergence_in']})" if s.get("first_divergence_in") else ""
         lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}{inside}")
     if s.get("overflow") or s.get("first_overflow") or s.get("overflow_check"):   # (-oc: said even with none)

@@ -1,7 +1,9 @@
 """Overflow levels (`-oc`, REFERENCE.md section 4), per API or module, from the dumped statistics.
 
 First scene that applies: inputs finite and an output inf/nan -> critical; both -> high; an input inf/nan and the
-outputs finite (or none) -> medium; max output Norm / max input Norm > 100 -> high. Only tensor items count (a
+outputs finite (or none) -> medium; max output Norm / max input Norm > 100 -> high. A collective that only moves
+data (recv, broadcast, all_gather, ...) writes a peer's values: an inf/nan in its output is medium (it came in),
+high with inf/nan inputs too, and no norm jump. Only tensor items count (a
 scalar multiplier is not an input norm), and not a module's parameters. Bench nodes get their levels too;
 parameters_grad nodes none (as in the reference).
 
@@ -57,6 +59,10 @@ def overflow_level(name: str, entry: Optional[dict]) -> Optional[str]:
         # (a backward with no output, its inputs needing no gradient: NaN came in, none went out)
         return "medium" if in_bad else None
     out_bad, out_norm = _scan(outs)
+    if _brings_peer_data(name):
+        # the output is a peer's data: its "input" is this rank's buffer (or its own share). An inf/nan in it
+        # came in from the peer, as into any call ("medium"), and a norm jump is the peer's numbers, not a jump
+        return "high" if out_bad and in_bad else "medium" if out_bad or in_bad else None
     if out_bad and not in_bad:
         return "critical"
     if out_bad and in_bad:
@@ -66,6 +72,22 @@ def overflow_level(name: str, entry: Optional[dict]) -> Optional[str]:
     if in_norm and out_norm is not None and in_norm > 0 and out_norm / in_norm > 100:
         return "high"
     return None
+
+
+# collectives that only move data: what they write is values another rank sent, so they cannot make an inf. The
+# reducing ones (all_reduce, reduce, reduce_scatter) add the ranks' values, and a sum of finite values can
+# overflow there: they keep the general rule
+_PEER_DATA_OPS = frozenset(("recv", "irecv", "broadcast", "all_gather", "all_gather_into_tensor", "_all_gather_base",
+                            "all_gather_object", "gather", "scatter", "all_to_all", "all_to_all_single",
+                            "broadcast_object_list", "recv_object_list", "scatter_object_list",
+                            "gather_object", "batch_isend_irecv"))
+
+
+def _brings_peer_data(name: str) -> bool:
+    if not name.startswith("Distributed."):
+        return False
+    parts = name.split(".")
+    return len(parts) >= 4 and parts[1] in _PEER_DATA_OPS
 
 
 def mark_overflow(graph: Graph) -> None:

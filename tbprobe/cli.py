@@ -2,6 +2,7 @@
 function in its `cli` module; this file only assembles them and turns user errors into one clear line."""
 import argparse
 import importlib
+import os
 import signal
 import sqlite3
 import sys
@@ -48,7 +49,14 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
         return 0
     previous = _terminate_as_exception()
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        # a reader that closed the pipe (`| head -1`) shows here, not in the interpreter's flush at exit
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # as Unix tools do: no message, the status of a process that SIGPIPE ended
+        _quiet_stdout()
+        return 128 + _SIGPIPE
     except _Terminated as exc:
         _say("tbprobe: terminated" if exc.signum == signal.SIGTERM else "tbprobe: terminated (hangup)")
         return 128 + exc.signum
@@ -66,6 +74,20 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
     finally:
         for signum, handler in (previous or {}).items():
             signal.signal(signum, handler)
+
+
+_SIGPIPE = getattr(signal, "SIGPIPE", 13)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device: what is left in its buffer would raise again when the interpreter
+    flushes it at exit ("Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):   # a stdout without a file descriptor (replaced in-process) has no exit flush
+        pass
 
 
 def _say(line: str) -> None:

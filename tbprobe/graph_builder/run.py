@@ -265,6 +265,7 @@ def _input_notes(side: str, root: str, dirs: List[RankDir]) -> List[str]:
     (a missing construct.json gives a flat graph, whose compare against an intact dump matches nothing)."""
     notes = [f"{side} step {d.step} rank {d.rank}: no construct.json, so its nodes are not nested under their "
              "modules" for d in dirs if d.construct_json is None]
+    notes += _proc_notes(side, dirs)
     folder = Path(root)
     found = {d.step for d in dirs}
     if folder.is_dir() and not (folder / "dump.json").is_file():
@@ -277,6 +278,22 @@ def _input_notes(side: str, root: str, dirs: List[RankDir]) -> List[str]:
             if step is not None and step not in found:
                 notes.append(f"{side} {sub.name}: no rank folder with a dump.json, left out")
     return notes
+
+
+def _proc_notes(side: str, dirs: List[RankDir]) -> List[str]:
+    """proc{pid} folders (processes without torch.distributed) carry no rank: several in one step get ranks 0, 1,
+    ... in pid order, which need not be the order of the other side's processes, so the summary says so."""
+    by_step: Dict[int, List[RankDir]] = {}
+    for d in dirs:
+        if d.label.startswith("proc"):
+            by_step.setdefault(d.step, []).append(d)
+    several = {step: ds for step, ds in by_step.items() if len(ds) > 1}
+    if not several:
+        return []
+    step, ds = min(several.items())
+    named = ", ".join(f"{d.label} as rank {d.rank}" for d in ds[:4]) + (", ..." if len(ds) > 4 else "")
+    return [f"{side}: proc{{pid}} folders (no torch.distributed rank) are paired by pid order ({named} in step "
+            f"{step}); a pid need not say which process is which"]
 
 
 def _link_distributed(results: List[RankSummary]) -> Dict[str, dict]:

@@ -1,6 +1,6 @@
 """Regenerate tests/collector/golden/*.json from msprobe's own dumps of the test models.
 
-usage: python tests/collector/make_golden.py [PEER_PYTHON]   (default /tmp/peers/msprobe/bin/python)
+usage: python tests/collector/make_golden.py [PEER_PYTHON [MODEL]]   (default /tmp/peers/msprobe/bin/python)
 Each golden file holds the node-name sets of one msprobe dump: dump.json keys, construct.json keys, stack names.
 """
 import glob
@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = [(m, lv) for m in ("mlp", "conv", "gpt", "llama") for lv in ("L0", "L1", "mix")]
+CASES = [(m, lv) for m in ("mlp", "conv", "gpt", "llama", "tp") for lv in ("L0", "L1", "mix")]
 
 
 def node_sets(dump_dir: str) -> dict:
@@ -33,9 +33,12 @@ def run_msprobe(python: str, model: str, level: str, out: str) -> None:
 
 def main() -> None:
     python = sys.argv[1] if len(sys.argv) > 1 else "/tmp/peers/msprobe/bin/python"
+    only = sys.argv[2] if len(sys.argv) > 2 else None    # one model's files alone (`... PEER_PYTHON tp`)
     os.makedirs(os.path.join(HERE, "golden"), exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for model, level in CASES:
+            if only is not None and model != only:
+                continue
             out = os.path.join(tmp, f"{model}_{level}")
             run_msprobe(python, model, level, out)
             with open(os.path.join(HERE, "golden", f"{model}_{level}.json"), "w") as f:

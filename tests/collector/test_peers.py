@@ -388,3 +388,16 @@ def test_records_come_in_msprobes_order(tmp_path, model):
     kwargs_only = [n for n in theirs if ".self_attn.Attention.backward." in n]
     assert (len(kwargs_only) == 2) == (model == "llama")
     assert [n for n in ours if n not in kwargs_only] == [n for n in theirs if n not in kwargs_only]
+
+
+def test_a_custom_functions_view_as_is_msprobes_node_under_the_same_parent(tmp_path):
+    """The view autograd makes of the input a copy-to-region Function returns: msprobe records Tensor.view_as under
+    the column-parallel layer that applied it, tbprobe now the same node under the same parent; neither records
+    the view of a user's full backward hook."""
+    need_peers()
+    ms = load_rank(rank_dirs(msprobe_dump(tmp_path, "tp", "mix"))[0])["construct"]
+    tb = load_rank(rank_dirs(tbprobe_dump(tmp_path, "tp", "mix"))[0])["construct"]
+    views = {n: p for n, p in ms.items() if "view_as" in n}
+    assert views == {"Tensor.view_as.0.forward": "Module.fc1.ColumnLinear.forward.0",
+                     "Tensor.view_as.1.forward": "Module.fc2.ColumnLinear.forward.0"}
+    assert {n: p for n, p in tb.items() if "view_as" in n} == views

@@ -85,6 +85,16 @@ def _pop_own(mode: TorchFunctionMode) -> None:
 _VIEW_AS = torch.Tensor.view_as
 _NoTorchFunction = torch._C.DisableTorchFunction
 _FUNCTION_APPLY = torch.autograd.function.Function.apply.__func__.__code__
+# the custom Function a user's full backward hook runs through (torch.utils.hooks.BackwardHook)
+_BACKWARD_HOOK_FUNCTION = torch.nn.modules._functions.BackwardHookFunction
+
+
+def _hook_functions_view(frame) -> bool:
+    """Whether `frame`, Function.apply's, applies a full backward hook's BackwardHookFunction: the reference turns
+    its view_as wrapper off around that one (it is its own module hooks' way in), and records the view autograd
+    makes of any other custom Function's returned input (a tensor-parallel copy-to-region's)."""
+    cls = frame.f_locals.get("cls")
+    return isinstance(cls, type) and issubclass(cls, _BACKWARD_HOOK_FUNCTION)
 
 
 class _Mode(TorchFunctionMode):
@@ -121,10 +131,12 @@ class _Mode(TorchFunctionMode):
                     s.stats.forget(t)
                 return out
             return func(*args, **kwargs)
-        if func is _VIEW_AS and sys._getframe(1).f_code is _FUNCTION_APPLY:
-            # autograd's own view of an input a custom Function returns as it is (a full backward hook's
-            # BackwardHookFunction, a tensor-parallel copy-to-region): not the user's call, nor one msprobe sees
-            return func(*args, **kwargs)
+        if func is _VIEW_AS:
+            caller = sys._getframe(1)
+            if caller.f_code is _FUNCTION_APPLY and _hook_functions_view(caller):
+                # autograd's own view of the inputs a full backward hook's BackwardHookFunction returns: not the
+                # user's call, nor one the reference sees (a copy-to-region's view it records, and so does tbprobe)
+                return func(*args, **kwargs)
         named = BY_CALLER.get(func)     # (func is hashable: the table had it)
         if named is not None:
             info = caller_named(named, info, sys._getframe(1))

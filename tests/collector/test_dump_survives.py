@@ -341,3 +341,55 @@ def test_the_step_a_process_ends_in_is_written_at_exit(tmp_path, how, rc):
         names = list(json.load(f)["data"])
     assert names[0] == "Module.0.Linear.forward.0"
     assert ("Module.2.Linear.backward.0" in names) == (how == "no step")
+
+
+_PEER_CRASHES = """
+import datetime, os, sys
+import torch
+import torch.distributed as dist
+from tbprobe import PrecisionDebugger
+rank = int(os.environ["RANK"])
+dist.init_process_group("gloo", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=120))
+dbg = PrecisionDebugger(dump_path=sys.argv[1], level="mix", step=[0])
+dbg.start(model=torch.nn.Linear(3, 3))
+t = torch.exp(torch.ones(3))
+if rank == 1:
+    raise RuntimeError("rank 1 crashed on purpose")
+dist.send(t, dst=1)            # blocked until rank 1's end closes the connection: gloo raises then
+"""
+
+
+def test_a_rank_blocked_in_a_send_when_its_peer_crashes_keeps_the_send_and_says_which_rank(tmp_path):
+    """Rank 1 raises; rank 0, waiting in send(dst=1), gets gloo's "Connection closed by peer" and ends inside its
+    step. Its step ended at the call before the send: nothing showed where it was stuck (msprobe keeps the send's
+    inputs). And each rank's exit warning was the same line, which read as one message printed twice."""
+    dump = str(tmp_path / "dump")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, "-c", _PEER_CRASHES, dump], env=env, cwd=tmp_path,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    errs = []
+    try:
+        for p in procs:
+            errs.append(p.communicate(timeout=240)[1])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [1, 1], errs
+    assert "Connection closed by peer" in errs[0] or "Connection reset" in errs[0], errs[0][-2000:]
+    for rank, err in enumerate(errs):
+        assert err.count("ending inside step 0") == 1, err[-2000:]
+        assert f"tbprobe: rank {rank}: the process is ending inside step 0" in err
+    with open(os.path.join(dump, "step0", "rank0", "dump.json")) as f:
+        data = json.load(f)["data"]
+    assert list(data)[-2:] == ["Torch.exp.0.forward", "Distributed.send.0.forward"]
+    send = data["Distributed.send.0.forward"]
+    assert "output" not in send
+    assert send["input_args"][0]["Max"] == pytest.approx(2.718281828) and send["input_kwargs"]["dst"]["value"] == 1

@@ -524,8 +524,11 @@ def _write_unfinished_step(ref: "weakref.ref[PrecisionDebugger]") -> None:
     if dbg is None or not dbg._step_open or dbg._finished:
         return
     try:
-        log.warning("tbprobe: the process is ending inside step %d: writing what it recorded (call step() or "
-                    "close() to end it yourself)", dbg.current_step)
+        # (each rank of a job says it: the rank names which one, or the lines of two ranks read as one doubled)
+        r = dbg._rank()
+        who = f"rank {r}" if r is not None else f"process {os.getpid()}"
+        log.warning("tbprobe: %s: the process is ending inside step %d: writing what it recorded (call step() or "
+                    "close() to end it yourself)", who, dbg.current_step)
         dbg.close()
     except Exception as exc:   # (never a traceback from an exit handler)
         log.warning("tbprobe: the unfinished step %d could not be written: %s", dbg.current_step, exc)

@@ -7,7 +7,8 @@ then does the output hold the result: when its handle's wait() returns (Work.wai
 on), or, waited any other way (its future, is_completed(), DDP's communication hooks), at the collector's first
 hook or call after it completed (Session.deferred), at stop() or when the step ends. The user gets torch's own
 handle back. One that has not completed when its step ends is not recorded (a warning says so): the collector
-never waits for one itself, which could deadlock.
+never waits for one itself, which could deadlock. A call that raises (a peer that crashed) keeps an inputs-only
+record, as in the reference.
 """
 import logging
 from typing import Any, Callable, Dict, List
@@ -223,6 +224,11 @@ class DistributedCapture:
             # torch.distributed's module knows it by, which is this wrapper; it must not be recorded twice)
             try:
                 result = orig(*args, **kwargs)
+            except BaseException:
+                # a call that never returned (a peer that crashed: gloo's "Connection closed by peer" in a blocked
+                # send) keeps its inputs, as in the reference: where the rank was stuck is what its user looks for
+                _raised(s, name, parent, args_items, kwargs_items)
+                raise
             finally:
                 s.busy -= 1
             step = s.step
@@ -259,6 +265,16 @@ class DistributedCapture:
         wrapper.__name__ = api
         wrapper.__wrapped__ = orig
         return wrapper
+
+
+def _raised(s: Session, name: str, parent: Any, args_items: Any, kwargs_items: Any) -> None:
+    """The inputs-only record of a collective that raised (still busy: nothing it does is recorded)."""
+    try:
+        s.record.add_construct(name, parent)
+        if args_items is not None:
+            s.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items})
+    except Exception as exc:
+        s.guard.report("collective post-call", exc)
 
 
 def _receiving_ops_empty(args_items: list, kwargs_items: dict) -> list:

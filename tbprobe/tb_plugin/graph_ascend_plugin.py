@@ -152,6 +152,7 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
             "/api/children": _route(self._children),
             "/api/node": _route(self._node),
             "/api/path_children": _route(self._path_children),
+            "/api/depth_children": _route(self._depth_children),
             "/api/search": _route(self._search),
             "/api/filter": _route(self._filter),
             "/api/compare_table": _route(self._compare_table),
@@ -235,6 +236,12 @@ class GraphAscendPlugin(base_plugin.TBPlugin):
         return self.data.path_children(*_graph_args(r.args), rp.side(r.args), rp.text(r.args, "node"),
                                        rp.integer(r.args, "micro_step", -1, -1),
                                        rp.integer(r.args, "limit", 2000, 1, rp.MAX_LIMIT))
+
+    def _depth_children(self, r):
+        return self.data.depth_children(*_graph_args(r.args), rp.side(r.args), rp.integer(r.args, "depth", 1, 1, 64),
+                                        rp.integer(r.args, "micro_step", -1, -1),
+                                        rp.integer(r.args, "limit", 2000, 1, rp.MAX_LIMIT),
+                                        rp.integer(r.args, "max_nodes", 3000, 1, 100_000))
 
     def _node(self, r):
         return self.data.node(*_graph_args(r.args), rp.side(r.args), rp.text(r.args, "node"))

@@ -248,6 +248,39 @@ class GraphData:
         return {"path": [idx.names[k] for k in chain], "levels": levels, "complete": complete,
                 "compact": compact_summaries(idx, pages, over)}
 
+    def depth_children(self, run, file, step, rank, side, depth, micro_step, limit, max_nodes) -> dict:
+        """The first page (``limit``) of the children of every node that "expand to depth ``depth``" opens: the
+        root, then level by level (breadth first, in child order) each node with children, at most ``max_nodes``
+        of them; in one answer, shaped as path_children's. The page asked /api/children once per node (6,000
+        requests and 63 s for two sides of a module with 5,000 children)."""
+        gf, idx = self.graph(run, file, step, rank, side)
+        levels, pages, budget = [], [], PATH_CHILDREN_BUDGET
+        complete, capped = True, False
+        frontier = [idx.root]
+        for _ in range(depth):
+            following = []
+            for a in frontier:
+                kids = idx.children(a, micro_step)
+                if not kids:
+                    continue
+                if len(levels) >= max_nodes:
+                    capped = True
+                    break
+                page = kids[:limit]
+                if len(page) > budget:
+                    complete = False
+                    break
+                budget -= len(page)
+                levels.append({"node": idx.names[a], "total": len(kids), "count": len(page)})
+                pages.extend(page)
+                following.extend(kids)
+            if capped or not complete:
+                break
+            frontier = following
+        over = self._overlay_fields(run, file, gf, step, rank, side)
+        return {"levels": levels, "complete": complete, "capped": capped,
+                "compact": compact_summaries(idx, pages, over)}
+
     def node(self, run, file, step, rank, side, node) -> dict:
         gf, idx = self.graph(run, file, step, rank, side)
         i = idx.find(node)

@@ -324,3 +324,33 @@ def test_path_children_of_a_deep_chain_and_its_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(graph_data, "PATH_CHILDREN_BUDGET", 10)
     status, body = api.get("/api/path_children", node=chain_name(4999), **q)
     assert status == 200 and body["complete"] is False and len(body["levels"]) == 10 and len(body["path"]) == 5001
+
+
+def test_depth_children_answers_an_expand_to_depth_in_one_request(api, logdir):
+    """"Expand to depth" asked /api/children once per node (6,000 requests and 63 s for two sides of a module with
+    5,000 children). /api/depth_children gives the first page of every node it opens, breadth first, as
+    /api/children would, at most max_nodes of them (then `capped`)."""
+    run, file = db_file(logdir, "cmp_stat")
+    q = dict(run=run, file=file, step=0, rank=0, side="NPU")
+    _, root = api.get("/api/root", **q)
+    # the nodes expand-to-depth 3 opens, breadth first, asked for one by one
+    want, frontier = [], [root["name"]]
+    for _ in range(3):
+        following = []
+        for name in frontier:
+            page = _children_compact(api, q, name)
+            if page["total"]:
+                want.append((name, page))
+                following.extend(page["compact"]["name"])
+        frontier = following
+    status, body = api.get("/api/depth_children", depth=3, **q)
+    assert status == 200 and body["complete"] is True and body["capped"] is False
+    assert [lv["node"] for lv in body["levels"]] == [name for name, _ in want] and len(want) > 3
+    start = 0
+    for lv, (name, page) in zip(body["levels"], want):
+        assert lv["total"] == page["total"] and lv["count"] == len(page["compact"]["name"])
+        assert _full(body["compact"], start, lv["count"]) == _full(page["compact"], 0, lv["count"]), name
+        start += lv["count"]
+    _, few = api.get("/api/depth_children", depth=3, max_nodes=2, **q)
+    assert few["capped"] is True and [lv["node"] for lv in few["levels"]] == [name for name, _ in want[:2]]
+    assert api.get("/api/depth_children", depth=0, **q)[0] == 400

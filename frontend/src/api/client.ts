@@ -1,7 +1,7 @@
 // The typed client of docs/http_api.md: the only code that talks HTTP. Every URL is built relative to the
 // plugin's own prefix (the folder index.js was loaded from), so it works under TensorBoard's --path_prefix.
 import type {
-  ChildrenResponse, CompactChildren, CompactChildrenResponse, CompareTableResponse, Findings, ListResponse, Meta, NodeColors, NodeDetails, NodeSummary,
+  ChildrenResponse, CompactChildren, CompactChildrenResponse, CompareTableResponse, DepthChildrenResponse, Findings, ListResponse, Meta, NodeColors, NodeDetails, NodeSummary,
   OverflowItem, OverflowLevel, PathChildrenResponse, RunsResponse, Side,
 } from "./types";
 
@@ -191,6 +191,22 @@ export class ApiClient {
   async prefetchPath(k: SideKey, node: string, microStep: number, limit: number): Promise<number> {
     const r = await this.get<PathChildrenResponse>("path_children", { ...k, node,
       micro_step: microStep >= 0 ? microStep : undefined, limit });
+    this.cachePages(k, microStep, limit, r);
+    return r.levels.length;
+  }
+
+  /** The children pages an expand to `depth` opens (at most `maxNodes` nodes), into the cache in one request as
+   * prefetchPath; returns whether the server stopped at maxNodes. */
+  async prefetchDepth(k: SideKey, depth: number, microStep: number, limit: number, maxNodes: number): Promise<boolean> {
+    const r = await this.get<DepthChildrenResponse>("depth_children", { ...k, depth,
+      micro_step: microStep >= 0 ? microStep : undefined, limit, max_nodes: maxNodes });
+    this.cachePages(k, microStep, limit, r);
+    return r.capped;
+  }
+
+  /** Each level of a path_children / depth_children answer as the /api/children page it stands for. */
+  private cachePages(k: SideKey, microStep: number, limit: number,
+    r: { levels: { node: string; total: number; count: number }[]; compact: CompactChildren }): void {
     const manual = [...(r.compact.manual ?? [])].sort((a, b) => a - b);
     let start = 0;
     let m = 0;
@@ -204,7 +220,6 @@ export class ApiClient {
       start = end;
       if (!this.cache.has(url)) this.cache.set(url, Promise.resolve(page));
     }
-    return r.levels.length;
   }
   /** Every direct child, following the server's paging. */
   async allChildren(k: SideKey, node: string, microStep = -1): Promise<ChildrenResponse> {

@@ -104,6 +104,15 @@ export interface PathChildrenResponse {
   complete: boolean;
 }
 
+/** /api/depth_children: the first page of every node an expand to depth opens, breadth first (as path_children) */
+export interface DepthChildrenResponse {
+  levels: { node: string; total: number; count: number }[];
+  compact: CompactChildren;
+  complete: boolean;
+  /** more nodes would open than max_nodes: the levels stop there */
+  capped: boolean;
+}
+
 export interface Param {
   key: string;
   fields: Record<string, string | number | null>;

@@ -80,6 +80,7 @@ export const en = {
   compareTable: "Compare table",
   firstDivergence: "Go to the first divergence",
   noDivergence: "No divergence found.",
+  expandCapped: "Expand to depth stopped after {n} nodes; the rest are left closed (expand them one by one, or choose a smaller depth).",
   fdNoneHere: "No divergence starts at step {step} rank {rank} (a difference there came in from another rank): this is the run's first.",
   fdRunFirst: "The run's first divergence is at step {step} rank {rank}: {name}.",
   exportCsv: "Export CSV",

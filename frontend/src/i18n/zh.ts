@@ -82,6 +82,7 @@ export const zh: Record<MessageKey, string> = {
   compareTable: "比对表",
   firstDivergence: "跳到首个差异",
   noDivergence: "未发现差异。",
+  expandCapped: "按深度展开在 {n} 个节点后停止；其余节点保持折叠（可逐个展开，或选择更小的深度）。",
   fdNoneHere: "第 {step} 步 rank {rank} 没有从自身开始的差异（那里的差异来自其他 rank）：这是整个运行的首个差异。",
   fdRunFirst: "整个运行的首个差异在第 {step} 步 rank {rank}：{name}。",
   exportCsv: "导出 CSV",

@@ -9,7 +9,7 @@ import type { AppContext } from "./context";
 import { DetailsView } from "./details";
 import { goToFirstDivergence } from "./firstDivergence";
 import { clear, el, option } from "./dom";
-import { GraphPane, type PaneHost } from "./graphPane";
+import { GraphPane, MAX_AUTO_EXPAND, type PaneHost } from "./graphPane";
 import { metricMagnitude } from "./format";
 import { makeColouring, type Colouring } from "./paint";
 import { SidePanel } from "./sidePanel";
@@ -348,9 +348,11 @@ export class GraphView {
   }
 
   async expandToDepth(d: number): Promise<void> {
-    await Promise.all([...this.panes.values()].map((p) => p.expandToDepth(d)));
+    const capped = await Promise.all([...this.panes.values()].map((p) => p.expandToDepth(d)));
     this.saveExpansion();
     this.fitAll();
+    // (it stopped at the cap without a word, leaving 2,000 of 5,000 expandable nodes closed)
+    if (capped.some(Boolean)) this.ctx.notice(t("expandCapped").replace("{n}", String(MAX_AUTO_EXPAND)));
   }
 
   collapseAll(): void {

@@ -1,11 +1,17 @@
 """Anomaly detection on the host-side statistics of one step: non-finite values, thresholds and moving-average
 turbulence (a spike above the exponential moving average of the value's magnitude).
 
+Non-finite values are reported when they appear (``alert.non_finite``, "change" by default): at the step a
+statistic turns from finite to NaN or ±Inf, or from one of those to another, not again at every step it stays so.
+A series that may be non-finite by design (a module input that needs no gradient, such as a causal mask of -inf)
+and is so from its first value is taken as it is: only a later change is reported. A NaN appearing in an output,
+a gradient or a weight is reported at the step it appears, whatever came before.
+
 Vectorised over every monitored series with numpy; it runs on the writer thread, never in the training loop.
 """
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Sequence
+from typing import Dict, Iterable, List, Sequence, Tuple
 
 import numpy as np
 
@@ -28,6 +34,8 @@ def json_number(v: float):
 
 @dataclass
 class Anomaly:
+    # (slots: up to MAX_ANOMALIES of them are kept; the JSON entry, ten times the size, is made when written)
+    __slots__ = ("step", "rank", "tag", "rule", "value", "history", "call_id")
     step: int
     rank: int
     tag: str  # the monitored scalar, "<name>/<metric>_<op>"
@@ -81,18 +89,39 @@ class Anomaly:
         }
 
 
+_UNSEEN, _FINITE, _NAN, _POS_INF, _NEG_INF = -1, 0, 1, 2, 3
+
+
+def _kinds(values: np.ndarray) -> np.ndarray:
+    kind = np.full(values.shape, _FINITE, dtype=np.int8)
+    kind[np.isnan(values)] = _NAN
+    kind[values == np.inf] = _POS_INF
+    kind[values == -np.inf] = _NEG_INF
+    return kind
+
+
 class AnomalyDetector:
     """Keeps, per (series, statistic), the moving average of |value| and how many values it has seen."""
 
-    def __init__(self, rules: Sequence[AlertRule], ops: Sequence[str], rank: int = 0):
+    def __init__(self, rules: Sequence[AlertRule], ops: Sequence[str], rank: int = 0, non_finite: str = "change",
+                 quiet: Iterable[str] = ()):
         self.rules = list(rules)
         self.ops = list(ops)
         self.rank = rank
+        self.non_finite = non_finite   # "change", "every_step" or "off" (config.NON_FINITE_MODES)
+        self._quiet = set(quiet)       # series that may be non-finite by design (mark_quiet)
         self._index: Dict[str, int] = {}
         width = len(self.ops)
         self._avg = np.zeros((0, width))
         self._prev = np.zeros((0, width))  # |value| of the previous step
         self._count = np.zeros((0, width), dtype=np.int64)
+        # the kind of the last value (_kinds); _UNSEEN before the first
+        self._kind = np.zeros((0, width), dtype=np.int8)
+        self._tags: Dict[Tuple[int, int], str] = {}   # (row, op) -> tag, one string for all its anomalies
+
+    def mark_quiet(self, keys: Iterable[str]) -> None:
+        """Series (``<name>/<metric>``) that may be non-finite by design: a non-finite first value is no anomaly."""
+        self._quiet.update(keys)
 
     def _rows(self, keys: Sequence[str]) -> np.ndarray:
         new = [k for k in keys if k not in self._index]
@@ -104,7 +133,24 @@ class AnomalyDetector:
             self._avg = np.vstack([self._avg, np.zeros((grow, len(self.ops)))])
             self._prev = np.vstack([self._prev, np.zeros((grow, len(self.ops)))])
             self._count = np.vstack([self._count, np.zeros((grow, len(self.ops)), dtype=np.int64)])
+            self._kind = np.vstack([self._kind, np.full((grow, len(self.ops)), _UNSEEN, dtype=np.int8)])
         return np.array([self._index[k] for k in keys], dtype=np.int64)
+
+    def _non_finite(self, keys: Sequence[str], rows: np.ndarray, kind: np.ndarray) -> np.ndarray:
+        """Where the always-on check reports a non-finite value this step (alert.non_finite)."""
+        bad = kind != _FINITE
+        if self.non_finite == "off":
+            return np.zeros_like(bad)
+        before = self._kind[rows]
+        if self.non_finite == "every_step":
+            hit = bad
+        else:
+            # (a first value counts as a change from finite, but for a series non-finite by design)
+            quiet = np.array([k in self._quiet for k in keys])[:, None] if self._quiet else False
+            before = np.where(before == _UNSEEN, np.where(quiet, kind, _FINITE), before)
+            hit = bad & (kind != before)
+        self._kind[rows] = kind
+        return hit
 
     def scan(self, step: int, keys: Sequence[str], values: np.ndarray) -> List[Anomaly]:
         """Anomalies of this step (keys are "<name>/<metric>", values ``[len(keys), len(ops)]``)."""
@@ -118,8 +164,8 @@ class AnomalyDetector:
         finite = np.isfinite(values)
         flagged = np.zeros(values.shape, dtype=object)
         flagged[:] = None
-        # Non-finite values are always reported: they are the first thing a user looks for.
-        flagged[~finite] = "AnomalyNan"
+        # Non-finite values are reported without a rule (the first thing a user looks for), when they appear.
+        flagged[self._non_finite(keys, rows, _kinds(values))] = "AnomalyNan"
         for rule in self.rules:
             if rule.name == "AnomalyNan" and rule.threshold is not None:
                 hit = finite & (absval > rule.threshold)
@@ -143,6 +189,8 @@ class AnomalyDetector:
         out = []
         for i, j in zip(*np.nonzero(np.not_equal(flagged, None))):
             hist = float(avg[i, j]) if count[i, j] else float("nan")
-            tag = f"{keys[i]}_{self.ops[j]}"
+            tag = self._tags.get((int(rows[i]), int(j)))
+            if tag is None:
+                tag = self._tags[(int(rows[i]), int(j))] = f"{keys[i]}_{self.ops[j]}"
             out.append(Anomaly(step, self.rank, tag, flagged[i, j], float(values[i, j]), hist, int(i)))
         return out

@@ -20,6 +20,8 @@ __all__ = ["MonitorConfig", "AlertRule", "load_config", "parse_config", "RULE_NA
 _log = logging.getLogger("tbprobe.monitor")
 
 RULE_NAMES = ("AnomalyTurbulence", "AnomalyNan")
+# alert.non_finite: when the always-on check reports a non-finite statistic (docs/monitor.md, Anomalies)
+NON_FINITE_MODES = ("change", "every_step", "off")
 # Statistics the reference also accepts but that are not scalars; accepted and ignored.
 _IGNORED_OPS = ("shape", "dtype", "id")
 
@@ -34,13 +36,13 @@ _BOOL_KEYS = (
     "all_xy",
     "dynamic_on",
     "monitor_mbs_grad",
+    "print_struct",
 )
 # Reference keys without a tbprobe implementation: accepted, logged once when set to something non-default.
 _UNSUPPORTED_KEYS = (
     "mg_direction",
     "mg_distribution",
     "cc_distribution",
-    "print_struct",
     "stack_info",
     "squash_name",
     "recording_l2_features",
@@ -88,13 +90,16 @@ class MonitorConfig:
     all_xy: bool = False
     dynamic_on: bool = False
     monitor_mbs_grad: bool = False
-    ops: List[str] = field(default_factory=lambda: ["norm"])
+    print_struct: bool = False
+    ops: List[str] = field(default_factory=lambda: ["norm"])  # in OPS' order (how values are stored)
+    ops_order: List[str] = field(default_factory=lambda: ["norm"])  # as the config lists them (CSV columns)
     eps: float = 1e-8
     start_step: int = 0
     step_interval: int = 1
     collect_times: int = 100_000_000
     alert_rules: List[AlertRule] = field(default_factory=list)
     alert_dump: bool = False
+    non_finite: str = "change"
     module_ranks: List[int] = field(default_factory=list)
     output_dir: Optional[str] = None
 
@@ -141,7 +146,7 @@ def _is_default(key: str, value: Any) -> bool:
 
 def _unsupported_value_problem(key: str, value: Any) -> Optional[str]:
     """Why the reference would refuse `value` for one of the keys tbprobe ignores (None: it takes it)."""
-    if key in ("print_struct", "squash_name", "recording_l2_features", "mg_distribution", "mg_direction",
+    if key in ("squash_name", "recording_l2_features", "mg_distribution", "mg_direction",
                "stack_info"):
         return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
     if key == "ndigits":
@@ -238,6 +243,7 @@ def parse_config(raw: Any, path: str = "<config>") -> MonitorConfig:
             kept.append(op)
     # Stored in the canonical order so every step's statistics line up in one table.
     cfg.ops = [op for op in OPS if op in kept] or ["norm"]
+    cfg.ops_order = kept or ["norm"]   # (the reference's CSV columns follow the config)
 
     eps = raw.get("eps", 1e-8)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
@@ -245,7 +251,8 @@ def parse_config(raw: Any, path: str = "<config>") -> MonitorConfig:
     cfg.eps = float(eps)
     cfg.start_step = _int_key(raw, "start_step", 0, 0, path)
     cfg.step_interval = _int_key(raw, "step_interval", 1, 1, path)
-    cfg.collect_times = _int_key(raw, "collect_times", 100_000_000, 0, path)
+    # (0 would record nothing, without a word: the reference takes it, and records nothing)
+    cfg.collect_times = _int_key(raw, "collect_times", 100_000_000, 1, path)
 
     ranks = raw.get("module_ranks", [])
     if not isinstance(ranks, list) or not all(_is_int(r) and r >= 0 for r in ranks):
@@ -257,7 +264,7 @@ def parse_config(raw: Any, path: str = "<config>") -> MonitorConfig:
         _fail(path, f"'output_dir' must be a folder path, got {out!r}")
     cfg.output_dir = out
 
-    cfg.alert_rules, cfg.alert_dump = _parse_alert(raw.get("alert", {}), path)
+    cfg.alert_rules, cfg.alert_dump, cfg.non_finite = _parse_alert(raw.get("alert", {}), path)
     if cfg.forward_only and cfg.backward_only:
         _fail(path, "'forward_only' and 'backward_only' cannot both be true")
     return cfg
@@ -267,11 +274,14 @@ def _parse_alert(alert: Any, path: str):
     if not isinstance(alert, dict):
         _fail(path, "'alert' must be an object like {\"rules\": [...], \"dump\": false}")
     for key in alert:
-        if key not in ("rules", "dump"):
-            _fail(path, f"'alert' has unknown key '{key}' (allowed: rules, dump)")
+        if key not in ("rules", "dump", "non_finite"):
+            _fail(path, f"'alert' has unknown key '{key}' (allowed: rules, dump, non_finite)")
     dump = alert.get("dump", False)
     if not isinstance(dump, bool):
         _fail(path, f"'alert.dump' must be true or false, got {dump!r}")
+    non_finite = alert.get("non_finite", "change")
+    if non_finite not in NON_FINITE_MODES:
+        _fail(path, f"'alert.non_finite' must be one of {', '.join(NON_FINITE_MODES)}, got {non_finite!r}")
     rules_raw = alert.get("rules", [])
     if not isinstance(rules_raw, list):
         _fail(path, "'alert.rules' must be a list of {\"rule_name\": ..., \"args\": {...}}")
@@ -304,4 +314,4 @@ def _parse_alert(alert: Any, path: str):
         if not isinstance(jump, bool):
             _fail(path, f"{where}.args.jump must be true or false, got {jump!r}")
         rules.append(AlertRule(name, None if threshold is None else float(threshold), warmup, tuple(rule_ops), jump))
-    return rules, dump
+    return rules, dump, non_finite

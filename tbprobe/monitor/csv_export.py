@@ -1,5 +1,6 @@
 """CSV export of monitor runs in the reference monitor's layout: one file per data type and rank,
-``<type>_<first step>-<last step>.csv`` with the columns ``vpp_stage,name,step[,micro_step],<ops...>,shape,dtype``.
+``<type>_<first step>-<last step>.csv`` with the columns ``vpp_stage,name,step[,micro_step],<ops...>,shape,dtype``
+(the statistics in the config's order).
 
 The event files are read with TensorBoard's own EventAccumulator (every point kept). Output folders are named
 ``<time>-rank<R>-tbprobe`` so the reference's CSV tools (csv2tensorboard_by_step) find them.
@@ -79,7 +80,11 @@ def export_run(run_dir: str, out_dir: str) -> List[str]:
             rows[data_type].setdefault((ev.step, vpp, row_name, micro, key), {})[parts.op] = ev.value
     if not rows:
         raise TbprobeError(f"{run_dir}: no monitor scalars to export")
-    ops = [op for op in OPS if op in ops_seen]
+    # columns in the order the config listed the statistics, as the reference writes them (monitor_meta.json's
+    # ops_order; a run written before it was kept, in OPS' order)
+    order = meta.get("ops_order") if isinstance(meta, dict) else None
+    order = [op for op in order if op in OPS] if isinstance(order, list) else []
+    ops = [op for op in dict.fromkeys(order) if op in ops_seen] + [op for op in OPS if op in ops_seen and op not in order]
     os.makedirs(out_dir, exist_ok=True)
     written = []
     for data_type, table in sorted(rows.items()):

@@ -5,6 +5,9 @@ FSDP1's ``_fsdp_wrapped_module.``, activation checkpointing's ``_checkpoint_wrap
 ``_orig_mod.`` are dropped from names.
 """
 import difflib
+import json
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Sequence, Tuple
 
@@ -12,7 +15,11 @@ import torch
 
 from tbprobe.errors import TbprobeError
 
-__all__ = ["Selection", "select_targets", "clean_name"]
+__all__ = ["Selection", "select_targets", "clean_name", "print_structure", "STRUCT_LOG_LINES"]
+
+_log = logging.getLogger("tbprobe.monitor")
+
+STRUCT_LOG_LINES = 200   # print_struct: modules listed in the log (the file has them all)
 
 _WRAPPER_PARTS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module", "_orig_mod")
 
@@ -93,3 +100,35 @@ def select_targets(models: Sequence[torch.nn.Module], targets: Dict[str, object]
         hint = f"; close names: {', '.join(close)}" if close else ""
         raise TbprobeError(f"monitor target '{key}' matches no module or parameter of the model{hint}")
     return sel
+
+
+def print_structure(models: Sequence[torch.nn.Module], output_root: str, rank: int) -> str:
+    """The config's ``print_struct``: the names ``targets`` takes, every module's (with its class), logged and
+    written to ``<output_root>/module_struct/rank<R>/module_struct.json``. Training goes on (the reference stops
+    the run after its first step). Returns the file's path ("" where it could not be written)."""
+    chunks = [_unwrap(m) for m in models]
+    struct: Dict[str, str] = {}
+    for i, chunk in enumerate(chunks):
+        prefix = f"{i}:" if len(chunks) > 1 else ""
+        for raw, mod in chunk.named_modules():
+            name = clean_name(raw)
+            if name:
+                struct.setdefault(prefix + name, type(mod).__name__)
+    path = os.path.join(output_root, "module_struct", f"rank{rank}", "module_struct.json")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(struct, f, indent=1)
+    except OSError as exc:
+        _log.warning("tbprobe monitor: print_struct: cannot write %s (%s)", path, exc)
+        path = ""
+    if rank != 0:   # (rank 0 lists them; the other ranks say where their own list is)
+        _log.warning("tbprobe monitor: print_struct: the model's %d modules are in %s", len(struct), path or "-")
+        return path
+    width = max((len(n) for n in struct), default=0)
+    lines = [f"  {n:<{width}}  {c}" for n, c in list(struct.items())[:STRUCT_LOG_LINES]]
+    if len(struct) > STRUCT_LOG_LINES:
+        lines.append(f"  ... and {len(struct) - STRUCT_LOG_LINES} more" + (f" (all in {path})" if path else ""))
+    _log.warning("tbprobe monitor: print_struct: the model's %d modules, named as 'targets' takes them%s "
+                 "(training goes on):\n%s", len(struct), f" (also in {path})" if path else "", "\n".join(lines))
+    return path

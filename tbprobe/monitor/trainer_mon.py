@@ -24,7 +24,7 @@ from tbprobe.monitor.config import MonitorConfig, load_config
 from tbprobe.monitor.hooks import install_module_hooks, install_param_hooks
 from tbprobe.monitor.optimizer_stats import record_post_step, record_pre_step
 from tbprobe.monitor.stats import StatBatch
-from tbprobe.monitor.targets import Selection, select_targets
+from tbprobe.monitor.targets import Selection, print_structure, select_targets
 from tbprobe.monitor.writer import MonitorWriter
 
 __all__ = ["TrainerMon"]
@@ -62,6 +62,7 @@ class TrainerMon:
         self.monitoring = False  # hooks installed
         self.selection = Selection()
         self.micro_counters: List[Dict[str, int]] = []
+        self.pending_calls: List[List[Any]] = []   # per hooked module, its calls begun and not yet ended (hooks.py)
         self.tensor_hooks: List[Any] = []   # activation-gradient hooks of the step running (hooks.py)
         self.dp_group = None
         self.tp_group = None
@@ -71,6 +72,9 @@ class TrainerMon:
         self._batch = StatBatch()
         self._shapes: Dict[str, list] = {}
         self._new_shapes: Dict[str, list] = {}
+        # series that may be non-finite by design (inputs that need no gradient: a mask), for the anomaly scan
+        self._quiet: set = set()
+        self._new_quiet: List[str] = []
         self._collected = 0
         self._start_at = 0
         self._writer: Optional[MonitorWriter] = None
@@ -101,6 +105,13 @@ class TrainerMon:
         self.step = start_iteration
         # Checked now, so a bad target fails before the first step rather than silently recording nothing.
         self.selection = self._select()
+        if self.config.print_struct:
+            print_structure(models, self.config.output_root(), self.rank)
+        ranks = self.config.module_ranks
+        if ranks and not any(r < self.world_size for r in ranks):
+            run = "a single process" if self.world_size == 1 else f"ranks 0-{self.world_size - 1}"
+            _log.warning("tbprobe monitor: module_ranks %s names no rank of this run (%s): nothing is recorded on "
+                         "rank %d", ranks, run, self.rank)
         if self._rank_selected():
             # (the writer is made at the first recorded step: a folder it cannot write was a warning per step)
             check_writable(self.config.output_root(), "monitor output_dir")
@@ -159,7 +170,9 @@ class TrainerMon:
         return self._writer.anomaly_count if self._writer else 0
 
     # -- used by the hooks -----------------------------------------------------------------------------------
-    def record(self, key: str, vector: torch.Tensor, source: torch.Tensor) -> None:
+    def record(self, key: str, vector: torch.Tensor, source: torch.Tensor, quiet: bool = False) -> None:
+        """Queue one tensor's statistics. `quiet`: a series that may be non-finite by design (a module input that
+        needs no gradient, such as a causal mask of -inf): non-finite from its first value, it is no anomaly."""
         if source.numel() == 0:
             # nothing to measure: no series (its NaN statistics raised an AnomalyNan at every step), as the
             # reference writes no rows of an empty parameter
@@ -167,6 +180,9 @@ class TrainerMon:
         self._batch.add(key, vector)
         if key not in self._shapes:
             self._shapes[key] = self._new_shapes[key] = [list(source.shape), str(source.dtype)]
+            if quiet:
+                self._quiet.add(key)
+                self._new_quiet.append(key)
 
     def fault(self, where: str, exc: BaseException) -> None:
         self.errors += 1
@@ -188,7 +204,7 @@ class TrainerMon:
     def _start(self, start_step: int) -> None:
         self._start_at = start_step
         self._collected = 0
-        if not self._rank_selected() or self.config.collect_times == 0:
+        if not self._rank_selected():
             return
         # Under FSDP2 (DTensor parameters) the reduce-scatter runs inside FSDP before any hook on the sharded
         # parameter could see the local gradient: there is no unreduced gradient to take.
@@ -206,6 +222,7 @@ class TrainerMon:
         _remove(handles)
         self._remove_tensor_hooks()
         self.micro_counters = []
+        self.pending_calls = []
         self.monitoring = False
         self.active = False
         self._batch.clear()
@@ -254,6 +271,8 @@ class TrainerMon:
         self._remove_tensor_hooks()
         for counter in self.micro_counters:
             counter["n"] = 0
+        for pending in self.pending_calls:   # (calls whose forward raised: their forward hook never ran)
+            pending.clear()
         try:
             if self.dynamic:
                 self._check_dynamic()
@@ -273,10 +292,14 @@ class TrainerMon:
         if self._writer is None:
             self._writer = MonitorWriter(
                 self.run_dir, self.config.ops, self.config.alert_rules, self.rank,
-                info={"writer": "tbprobe", "world_size": self.world_size, "grad_acc_steps": self.grad_acc_steps},
+                info={"writer": "tbprobe", "world_size": self.world_size, "grad_acc_steps": self.grad_acc_steps,
+                      "ops_order": self.config.ops_order},
+                non_finite=self.config.non_finite, quiet=self._quiet,
             )
+            self._new_quiet = []
         shapes, self._new_shapes = self._new_shapes, {}
-        self._writer.submit(self.step, batch.keys, values, shapes)
+        quiet, self._new_quiet = self._new_quiet, []
+        self._writer.submit(self.step, batch.keys, values, shapes, quiet)
 
     def _finish(self) -> None:
         _log.info("tbprobe monitor: collected %d steps, stopping", self._collected)

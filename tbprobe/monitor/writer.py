@@ -11,11 +11,11 @@ import os
 import queue
 import threading
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from tbprobe.monitor.anomaly import AnomalyDetector
+from tbprobe.monitor.anomaly import Anomaly, AnomalyDetector
 from tbprobe.monitor.config import AlertRule
 from tbprobe.monitor.tags import anomaly_tag
 
@@ -25,7 +25,11 @@ _log = logging.getLogger("tbprobe.monitor")
 
 ANOMALY_FILE = "anomalies.json"
 META_FILE = "monitor_meta.json"
-MAX_ANOMALIES = 100_000  # kept in the JSON list; past that only the count grows
+# Kept in the JSON list; past that only the count grows (every anomaly is also an event in the run, which the
+# dashboard reads). Each kept one is a small object (~0.2 kB; its JSON entry is made as the list is written): the
+# list costs a few MB at most, and rewriting it whole (every ANOMALY_WRITE_SECS while it grows) a fraction of a
+# second. (100 000 entries held as JSON dicts were ~100 MB, and each rewrite took seconds.)
+MAX_ANOMALIES = 20_000
 NORM_ONLY_METRICS = ("update_ratio",)  # metrics whose only meaningful statistic is the norm column
 # The anomaly list is rewritten whole (readers never see half of it): at most this often, and at flush and close.
 # (Rewritten at every step with an anomaly, a long run's list made each step slower than the last.)
@@ -34,9 +38,19 @@ _STOP = object()
 
 
 def _atomic_json(path: str, data) -> None:
+    """Write `data` as JSON, whole or not at all. A dict is written indented; anything else is taken for a list of
+    entries (any iterable, read once: each entry is made as it is written) and written one entry a line."""
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, allow_nan=False)
+        if isinstance(data, dict):
+            json.dump(data, f, indent=1, allow_nan=False)
+        else:
+            sep = "[\n"
+            for entry in data:
+                f.write(sep)
+                f.write(json.dumps(entry, allow_nan=False))
+                sep = ",\n"
+            f.write("[]\n" if sep == "[\n" else "\n]\n")
     os.replace(tmp, path)  # readers never see a half-written file
 
 
@@ -49,16 +63,19 @@ class MonitorWriter:
         rank: int,
         info: Optional[dict] = None,
         queue_size: int = 64,
+        non_finite: str = "change",
+        quiet: Iterable[str] = (),
     ):
         self.run_dir = run_dir
         self.ops = list(ops)
         self.rank = rank
         self.errors = 0
         self.anomaly_count = 0
-        self._anomalies: List[dict] = []
+        self._anomalies: List[Anomaly] = []
         self._meta: Dict[str, list] = {}
         self._info = dict(info or {})
-        self._detector = AnomalyDetector(rules, ops, rank)
+        # (quiet: series that may be non-finite by design, anomaly.py; copied, it is the training thread's)
+        self._detector = AnomalyDetector(rules, ops, rank, non_finite, list(quiet))
         self._queue: "queue.Queue" = queue.Queue(maxsize=queue_size)
         self._closed = False
         self._anomalies_dirty = False
@@ -73,11 +90,13 @@ class MonitorWriter:
         self._thread.start()
 
     # -- training thread -------------------------------------------------------------------------------------
-    def submit(self, step: int, keys: List[str], values: np.ndarray, shapes: Optional[Dict[str, list]] = None):
-        """Queue one step (blocks only when the writer is 64 steps behind: back-pressure beats unbounded memory)."""
+    def submit(self, step: int, keys: List[str], values: np.ndarray, shapes: Optional[Dict[str, list]] = None,
+               quiet: Sequence[str] = ()):
+        """Queue one step (blocks only when the writer is 64 steps behind: back-pressure beats unbounded memory).
+        `shapes`: those of series new this step; `quiet`: new series that may be non-finite by design."""
         if self._closed:
             return
-        self._queue.put((step, keys, values, shapes or {}))
+        self._queue.put((step, keys, values, shapes or {}, list(quiet)))
 
     def flush(self) -> None:
         """Wait until everything submitted so far is on disk."""
@@ -121,9 +140,12 @@ class MonitorWriter:
             if self.errors <= 5:
                 _log.warning("tbprobe monitor: writing failed (%s: %s)", type(exc).__name__, exc)
 
-    def _write_step(self, step: int, keys: List[str], values: np.ndarray, shapes: Dict[str, list]) -> None:
+    def _write_step(self, step: int, keys: List[str], values: np.ndarray, shapes: Dict[str, list],
+                    quiet: Sequence[str] = ()) -> None:
         from tensorboard.compat.proto import event_pb2, summary_pb2
 
+        if quiet:
+            self._detector.mark_quiet(quiet)
         if len(set(keys)) < len(keys):
             # a module called more than once in the step (a shared block, a reused activation): its last call's
             # values, as the reference keeps them; two values of one tag at one step also made the anomaly rules
@@ -147,8 +169,7 @@ class MonitorWriter:
         if anomalies:
             self.anomaly_count += len(anomalies)
             room = MAX_ANOMALIES - len(self._anomalies)
-            for a in anomalies[: max(room, 0)]:
-                self._anomalies.append(a.to_json())
+            self._anomalies.extend(anomalies[: max(room, 0)])
             self._anomalies_dirty = True
             if time.monotonic() - self._anomalies_at >= ANOMALY_WRITE_SECS:
                 self._write_anomalies()
@@ -163,7 +184,7 @@ class MonitorWriter:
         if self._anomalies_dirty:
             self._anomalies_dirty = False
             self._anomalies_at = time.monotonic()
-            _atomic_json(os.path.join(self.run_dir, ANOMALY_FILE), self._anomalies)
+            _atomic_json(os.path.join(self.run_dir, ANOMALY_FILE), (a.to_json() for a in self._anomalies))
 
     def _scannable(self, keys: List[str], values: np.ndarray) -> np.ndarray:
         """The values to scan: columns a norm-only metric leaves empty (NaN) are not anomalies."""

@@ -24,6 +24,9 @@ def _cfg(tmp_path, raw) -> str:
         ({"xy_distribution": "yes"}, "'xy_distribution' must be true or false"),
         ({"eps": -1}, "'eps' must be a positive number"),
         ({"step_interval": 0}, "'step_interval' must be an integer >= 1"),
+        # (0 recorded nothing, without a word: no files, exit 0)
+        ({"collect_times": 0}, "'collect_times' must be an integer >= 1, got 0"),
+        ({"alert": {"non_finite": "sometimes"}}, "'alert.non_finite' must be one of change, every_step, off"),
         ({"start_step": "3"}, "'start_step' must be an integer >= 0"),
         ({"targets": {"layers.0": 3}}, "'targets' entry 'layers.0' must map to an object"),
         ({"alert": {"rules": [{"rule_name": "Spiky"}]}}, "needs a rule_name from"),
@@ -109,7 +112,7 @@ def test_bad_set_monitor_arguments(tmp_path):
 
 @pytest.mark.parametrize("raw, warned", [
     ({"mg_direction": True}, ["mg_direction"]),
-    ({"stack_info": True, "print_struct": True}, ["print_struct", "stack_info"]),
+    ({"stack_info": True, "print_struct": True}, ["stack_info"]),   # (print_struct lists the modules)
     ({"step_count_per_record": 3, "ndigits": 3, "format": "tensorboard"}, ["format", "step_count_per_record",
                                                                           "ndigits"]),
     # off, empty or the reference's default: asks for nothing, no word
@@ -121,3 +124,41 @@ def test_an_ignored_key_that_asks_for_something_is_named_once(tmp_path, caplog, 
         load_config(_cfg(tmp_path, raw))
     named = [r.getMessage().split("'")[1] for r in caplog.records if "not implemented by tbprobe" in r.getMessage()]
     assert sorted(named) == sorted(warned)
+
+
+def test_module_ranks_naming_no_rank_of_the_run_is_one_warning(tmp_path, caplog):
+    """module_ranks: [1] in a single process recorded nothing, without a word."""
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", wg_distribution=True, module_ranks=[1]))
+    with caplog.at_level("WARNING", logger="tbprobe"):
+        mon.set_monitor(model, opt)
+    lines = [r.getMessage() for r in caplog.records if "module_ranks" in r.getMessage()]
+    assert len(lines) == 1 and "names no rank of this run" in lines[0] and "nothing is recorded on rank 0" in lines[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tbprobe"):   # a list naming this rank: no word
+        TrainerMon(write_config(tmp_path, tmp_path / "out", wg_distribution=True, module_ranks=[0, 1])).set_monitor(
+            model, opt)
+    assert not [r for r in caplog.records if "module_ranks" in r.getMessage()]
+
+
+def test_print_struct_lists_the_target_names_and_training_goes_on(tmp_path, caplog):
+    """The reference prints the module structure (how users find target names) and stops the run; print_struct was
+    ignored here. It lists them now (log and file), and records as configured."""
+    from tests.monitor.helpers import read_scalars, train
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", wg_distribution=True, print_struct=True))
+    with caplog.at_level("WARNING", logger="tbprobe"):
+        mon.set_monitor(model, opt)
+    text = "\n".join(r.getMessage() for r in caplog.records if "print_struct" in r.getMessage())
+    for name, cls in (("layers.0", "Block"), ("layers.0.fc", "Linear"), ("head", "Linear")):
+        assert any(line.split() == [name, cls] for line in text.splitlines()), name
+    struct = json.loads((tmp_path / "out" / "module_struct" / "rank0" / "module_struct.json").read_text())
+    assert struct == {"layers": "ModuleList", "layers.0": "Block", "layers.0.fc": "Linear", "layers.1": "Block",
+                      "layers.1.fc": "Linear", "head": "Linear"}
+    train(model, opt, 2)
+    mon.close()
+    assert set(read_scalars(str(tmp_path / "out" / "rank0"))["head.weight/grad_norm"]) == {0, 1}

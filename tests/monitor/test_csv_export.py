@@ -110,3 +110,23 @@ def test_unreduced_gradients_per_micro_step_keep_the_micro_step_column(tmp_path)
     # the reduced ones, one per step, keep the reference's columns
     assert _rows(tmp_path / "csv" / "grad_reduced_0-1.csv")[0] == ["vpp_stage", "name", "step", "norm", "shape",
                                                                    "dtype"]
+
+
+def test_columns_follow_the_configs_order_of_ops(tmp_path):
+    """The reference's CSV columns follow `ops` as the config lists them; the export always wrote OPS' order."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    order = ["min", "max", "norm", "zeros", "nans", "mean"]
+    mon = TrainerMon(write_config(tmp_path, tmp_path / "out", targets={"head": {}}, xy_distribution=True,
+                                  wg_distribution=True, ops=order + ["shape", "dtype"]))
+    mon.set_monitor(model, opt)
+    train(model, opt, 2, zero_last=False)
+    mon.close()
+    export_run(str(tmp_path / "out" / "rank0"), str(tmp_path / "csv"))
+    for name in ("actv_0-1.csv", "actv_grad_0-1.csv", "grad_reduced_0-1.csv"):
+        header = _rows(tmp_path / "csv" / name)[0]
+        assert [c for c in header if c in order] == order, (name, header)
+    grad = _rows(tmp_path / "csv" / "grad_reduced_0-1.csv")
+    row = next(r for r in grad[1:] if r[1] == "head.weight" and r[2] == "1")
+    assert float(row[3 + order.index("norm")]) == pytest.approx(model.head.weight.grad.norm().item(), rel=1e-5)

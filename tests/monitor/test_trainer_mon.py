@@ -408,9 +408,9 @@ def test_the_anomaly_list_is_rewritten_at_most_every_few_seconds_and_complete_at
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     mon = TrainerMon(write_config(tmp_path, tmp_path / "out", targets={"layers.0": {}}, xy_distribution=True,
-                                  ops=["norm"]))
+                                  ops=["norm"], alert={"non_finite": "every_step"}))
     mon.set_monitor(model, opt)
-    model.layers[0].poison = float("nan")          # an AnomalyNan at every step
+    model.layers[0].poison = float("nan")          # an AnomalyNan at every step (every_step: not only the first)
     train(model, opt, 40)
     mon.close()
     anomalies = read_anomalies(str(tmp_path / "out" / "rank0"))

@@ -284,7 +284,8 @@ def test_monitor_answers_through_the_plugin_carry_server_timing_and_gzip(tmp_pat
 
     from tbprobe.tb_plugin.graph_ascend_plugin import GraphAscendPlugin
 
-    w = MonitorWriter(str(tmp_path / "nan" / "rank0"), ["max", "norm"], [AlertRule("AnomalyTurbulence", 1.0, 5)], 0)
+    w = MonitorWriter(str(tmp_path / "nan" / "rank0"), ["max", "norm"], [AlertRule("AnomalyTurbulence", 1.0, 5)], 0,
+                      non_finite="every_step")
     keys = [f"{m}/output" for m in MODULES]
     for step in range(STEPS):
         w.submit(step, keys, np.full((len(keys), 2), np.nan))   # an AnomalyNan per module, op and step

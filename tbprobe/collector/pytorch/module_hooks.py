@@ -15,7 +15,7 @@ from tbprobe.collector.pytorch.own_hook import own_hook
 from tbprobe.collector.pytorch.param_grads import ParamGrads, parameter_items, params_changed
 from tbprobe.collector.pytorch.session import PSEUDO_PARENTS, Session, flatten_tensors
 
-__all__ = ["ModuleHooks", "model_problem"]
+__all__ = ["ModuleHooks", "model_problem", "alias_inputs"]
 
 log = logging.getLogger("tbprobe.collector")
 
@@ -278,7 +278,7 @@ class ModuleHooks:
                                if isinstance(t, torch.Tensor) and t.requires_grad]
                         start = _c_call_start(ins)
                     else:
-                        replaced = _alias_inputs(args, kwargs)
+                        replaced = alias_inputs(args, kwargs)
                         if replaced is not None:
                             args, kwargs = replaced
                 tracker = s.prepare_backward(name.replace(".forward.", ".backward."),
@@ -431,7 +431,7 @@ def _drop_code_compiled_without_hooks(report) -> None:
         report("torch.compile's code caches", exc)
 
 
-def _alias_inputs(args: tuple, kwargs: dict):
+def alias_inputs(args: tuple, kwargs: dict):
     """Without _cgrad's hook_consumers (not built, or under torch.compile): the module gets plain views (aliases)
     of its inputs that require grad, so a hook on the view sees this module's share of the input gradient (not the
     total over every consumer of x). A plain view, unlike the custom Function of full backward hooks, still allows

@@ -171,5 +171,8 @@ class VisGraphFile:
     def stored_findings(self, step: int, rank: int) -> Optional[dict]:
         return None
 
+    def run_first_divergence(self) -> Optional[dict]:
+        return None     # (as msprobe's databases: no stored findings to take it from)
+
     def data_flow(self, step: int, rank: int, side: str, name: str) -> Optional[dict]:
         return None     # (the reference's .vis files hold no data flow)

@@ -3,6 +3,7 @@ function in its `cli` module; this file only assembles them and turns user error
 import argparse
 import importlib
 import os
+import select
 import signal
 import sqlite3
 import sys
@@ -51,9 +52,12 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
     try:
         code = int(args.func(args) or 0)
         # a reader that closed the pipe (`| head -1`) shows here, not in the interpreter's flush at exit
-        sys.stdout.flush()
+        _flush_stdout()
         return code
-    except BrokenPipeError:
+    except BrokenPipeError as exc:
+        if not _stdout_broken():   # (another pipe's, a helper's or a socket's: an error like any OSError)
+            print(f"tbprobe: error: {_environment_error(exc)}", file=sys.stderr)
+            return 2
         # as Unix tools do: no message, the status of a process that SIGPIPE ended
         _quiet_stdout()
         return 128 + _SIGPIPE
@@ -77,6 +81,25 @@ def run(parser: argparse.ArgumentParser, argv: Optional[List[str]] = None) -> in
 
 
 _SIGPIPE = getattr(signal, "SIGPIPE", 13)
+
+
+def _flush_stdout() -> None:
+    if sys.stdout is None:   # (started with stdout closed: nothing to flush)
+        return
+    try:
+        sys.stdout.flush()
+    except ValueError:       # (a stdout closed in-process)
+        pass
+
+
+def _stdout_broken() -> bool:
+    """Whether stdout is a pipe whose reader has gone: poll() reports an error on its write end."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):   # (no poll on this system, or no descriptor behind stdout)
+        return False
 
 
 def _quiet_stdout() -> None:

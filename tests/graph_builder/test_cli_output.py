@@ -47,3 +47,42 @@ def test_proc_folders_paired_by_pid_order_are_named(tmp_path):
     alone = run_graph(str(tmp_path / "d" / "step0" / "proc815"), str(tmp_path / "b" / "step0" / "proc815"),
                       str(tmp_path / "o2"), parallel=False, progress=False)
     assert "proc{pid}" not in alone.summary_text()
+
+
+def test_a_command_started_with_stdout_closed_ends_as_usual(tmp_path):
+    """A process started with no stdout at all (`>&-`): the closing flush raised AttributeError on a None stdout,
+    a traceback after the work was done."""
+    db = next((F / "npu_stat").parent.glob("*.vis.db"), None) or _built_db(tmp_path)
+    proc = subprocess.run(["bash", "-c", f'exec "{sys.executable}" -m tbprobe inspect "{db}" >&-'],
+                          stderr=subprocess.PIPE, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 141), proc.stderr
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_an_error():
+    """Only a stdout whose reader has gone ends quietly: a broken pipe elsewhere (a helper's pipe, a socket) is
+    the one-line error any OSError is (it ended with status 141 and no word)."""
+    import argparse
+
+    from tbprobe.cli import run
+
+    def fails(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    parser = argparse.ArgumentParser(prog="tbprobe")
+    parser.add_subparsers().add_parser("x").set_defaults(func=fails)
+    read, write = os.pipe()   # (stdout a pipe whose reader is still there)
+    saved = os.dup(1)
+    os.dup2(write, 1)
+    try:
+        code = run(parser, ["x"])
+    finally:
+        os.dup2(saved, 1)
+        for fd in (saved, read, write):
+            os.close(fd)
+    assert code == 2
+
+
+def _built_db(tmp_path):
+    result = run_graph(str(F / "npu_stat"), str(F / "bench_stat"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    return result.path

@@ -70,6 +70,27 @@ def test_dataflow_does_not_follow_a_view_whose_base_changed_since(tmp_path):
     assert "Torch.relu.1.forward" not in flow
 
 
+def test_dataflow_does_not_skip_a_recorded_view_in_a_chain_of_views(tmp_path):
+    """torch keeps the first tensor of a chain of views as every view's base: `z.narrow(...)` recorded, then an
+    unrecorded `.view(-1)` of it, linked tanh to matmul (the base's producer) past the narrow that made its input.
+    Where a recorded call's output is a view of that base, the base names no producer."""
+    dbg = make_debugger(tmp_path, level="L1")
+    dbg.start()
+    z = torch.matmul(torch.randn(4, 3), torch.randn(3, 5))
+    y = z.narrow(0, 1, 2)
+    torch.tanh(y.view(-1))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    rank = rank_dirs(str(tmp_path / "dump"))[0]
+    with open(os.path.join(rank, "dataflow.json")) as f:
+        flow = json.load(f)
+    with open(os.path.join(rank, "dump.json")) as f:
+        names = set(json.load(f)["data"])
+    assert "Tensor.narrow.0.forward" in names and flow["Tensor.narrow.0.forward"] == {"0": "Torch.matmul.0.forward"}
+    assert flow.get("Torch.tanh.0.forward", {}).get("0") != "Torch.matmul.0.forward"
+
+
 def test_dataflow_links_the_tensors_of_a_list_argument(tmp_path):
     """torch.cat([c, d]) had no dataflow entry: only top-level positional tensors were linked. Its slots are named
     as its items are, `0.0` and `0.1`. (cat is a low-risk call, recorded with data at risk_level ALL.)"""

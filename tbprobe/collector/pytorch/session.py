@@ -83,6 +83,8 @@ class Session:
         self.scope_ids: Optional[set] = None   # capture(module): ids of the module and its descendants
         self.scope_depth = 0                   # >0 while a scoped module's forward runs
         self.producers: Dict[int, tuple] = {}   # id(tensor) -> (weakref, version, producer name)
+        # id(base) -> the version at which a recorded call's output was a view of it (_base_producer)
+        self.viewed_bases: Dict[int, int] = {}
         self._data_names: Dict[str, bool] = {}
         self._stack_only: set = set()    # names record_data() refused for their direction alone (stack_only)
         # task tensor: spill(step, file name, tensor) -> the path it wrote the file to (set by the debugger); past
@@ -107,6 +109,7 @@ class Session:
         self.share_calls = []
         self.forget_watches()    # (a step begun again without its end)
         self.producers = {}
+        self.viewed_bases = {}
         if self.filter.contextual or len(self._data_names) > _MAX_NAMES:
             # a scope is a range of calls in execution order (and at mix a listed module keeps what runs inside it):
             # whether a name is kept can change from step to step.
@@ -416,6 +419,9 @@ class Session:
                         continue  # an operator inside the module produced it: keep the finer producer
                 try:
                     self.producers[id(t)] = (weakref.ref(t), t._version, name)
+                    base = t._base
+                    if base is not None:
+                        self.viewed_bases[id(base)] = t._version
                 except (TypeError, RuntimeError):   # (an inference tensor has no version counter: no data flow)
                     pass
 
@@ -434,7 +440,7 @@ class Session:
             for slot, u in slots:
                 p = producers.get(id(u))
                 if p is None or p[0]() is not u or p[1] != u._version:
-                    p = _base_producer(producers, u)
+                    p = _base_producer(producers, self.viewed_bases, u)
                     if p is None:
                         continue
                 if flow is None:
@@ -442,13 +448,16 @@ class Session:
                 flow[slot] = p[2]
 
 
-def _base_producer(producers: Dict[int, tuple], t: torch.Tensor) -> Optional[tuple]:
+def _base_producer(producers: Dict[int, tuple], viewed_bases: Dict[int, int], t: torch.Tensor) -> Optional[tuple]:
     """The producer of the tensor `t` is a view of, where no recorded call made `t` itself: the view autograd
     makes of an input a custom Function returns as it is (a tensor-parallel copy-to-region's, seen by no hook at
     L1, construct-only at mix), or one an unrecorded call made (x.view at mix). A view shares its base's version
-    counter, so the base's recorded version says that nothing wrote to either since."""
+    counter, so the base's recorded version says that nothing wrote to either since. None where a recorded call's
+    output is a view of that base too (`z.narrow(...)` recorded, then `.view(-1)` of it): torch keeps the first
+    tensor of a chain of views alone, so `t` may be a view of that call's output, and the base's producer would
+    skip it. No link is better than a wrong one."""
     base = t._base      # (None for a tensor that is no view: a parameter, a copy; the common miss costs this read)
-    if base is None:
+    if base is None or viewed_bases.get(id(base)) == t._version:
         return None
     p = producers.get(id(base))
     if p is not None and p[0]() is base and p[1] == t._version:

@@ -145,7 +145,7 @@ def main() -> None:
 
     setups = FINE if args.fine else SETUPS
     call_start, own_parameters = module_hooks._c_call_start, param_grads.own_parameters
-    alias = module_hooks._alias_inputs
+    alias = module_hooks.alias_inputs
     shape = SHAPES[args.shape]
     runs = {name: gpt_training(shape) for name in setups}
     tmp = tempfile.mkdtemp(prefix="bench_breakdown_", dir=args.dump_root)
@@ -156,7 +156,7 @@ def main() -> None:
             # around that set-up's steps (without call_start, the views' fallback is taken out too)
             no_shares = name in ("no backward", "no shares")
             module_hooks._c_call_start = None if no_shares else call_start
-            module_hooks._alias_inputs = (lambda a, k: None) if no_shares else alias
+            module_hooks.alias_inputs = (lambda a, k: None) if no_shares else alias
             param_grads.own_parameters = (lambda m: ()) if name == "no param items" else own_parameters
 
         def after_first(name: str) -> None:
@@ -165,7 +165,7 @@ def main() -> None:
 
         times = paired_rounds(setups, runs, dbgs, args.rounds, before=before, after_first=after_first)
         module_hooks._c_call_start, param_grads.own_parameters = call_start, own_parameters
-        module_hooks._alias_inputs = alias
+        module_hooks.alias_inputs = alias
         for dbg in dbgs.values():
             dbg.close()
     finally:

@@ -214,10 +214,9 @@ def test_an_input_the_module_does_not_differentiate_through_has_no_gradient_seri
 
 
 def test_under_torch_compile_the_views_give_the_shares(tmp_path, monkeypatch):
-    """Dynamo cannot trace the extension's calls: a compiled model's modules get views of their inputs."""
-    viewed = []
-    real = hooks.alias_inputs
-    monkeypatch.setattr(hooks, "alias_inputs", lambda args, kwargs: viewed.append(1) or real(args, kwargs))
+    """Dynamo cannot trace the extension's calls: where it traces the monitor's hooks, a compiled model's modules
+    get views of their inputs; where it runs them eagerly (tbprobe's files on its skip list, as the collector puts
+    them there), the extension gives the shares. Either way each module's share is right."""
     torch.manual_seed(0)
     model = Model()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
@@ -229,7 +228,7 @@ def test_under_torch_compile_the_views_give_the_shares(tmp_path, monkeypatch):
     compiled(_batch(0)).pow(2).mean().backward()
     opt.step()
     mon.close()
-    assert mon.errors == 0 and viewed
+    assert mon.errors == 0
     s = read_scalars(str(tmp_path / "out" / "rank0"))
     for name in TARGETS:
         assert _input_grad(s, name, "norm", 0) == pytest.approx(truth[name].norm().item(), rel=1e-5), name

@@ -69,6 +69,7 @@ class RankSummary:
     # looked at (no bench or no mapping)
     unused_rules: Optional[Tuple[str, ...]] = None
     first_divergence_in: Optional[str] = None   # the module the first divergent operator ran in
+    first_divergence_warning_only: bool = False  # chosen by rollup's warnings fallback (no error in the graph)
 
 
 class Sink(Protocol):
@@ -508,7 +509,8 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
                        summary["first_divergence"], summary["first_overflow"],  # type: ignore[arg-type]
                        summary["first_divergence_order"], summary["first_overflow_order"],  # type: ignore[arg-type]
                        n_rows, levels=summary_levels, unused_rules=unused,
-                       first_divergence_in=summary.get("first_divergence_in"))  # type: ignore[arg-type]
+                       first_divergence_in=summary.get("first_divergence_in"),  # type: ignore[arg-type]
+                       first_divergence_warning_only=bool(summary.get("first_divergence_warning_only")))
 
 
 def _counts(graph: Graph, bench: Optional[Graph]) -> Dict[str, int]:

@@ -58,18 +58,10 @@ RULE_EARLIEST_WARNING = "earliest_warning"
 
 def _first_divergence(graph: Graph, mode: Optional[str] = None) -> Tuple[Optional[Node], Optional[str]]:
     """(first_divergence's node, the rule that chose it: one of the RULE_ names), (None, None) when none."""
-    limit = _TENSOR_DIVERGES if graph.task == "tensor" else _STATS_DIVERGES
+    task = graph.task
 
     def diverges(n: Node) -> bool:
-        if n.precision == 1:
-            return True
-        if n.worst_metric is None or not n.worst_metric > limit:
-            return False
-        # (an output the node rules do not judge, uninitialised memory's, is no divergence either; imported here:
-        # a build, which has no metrics, loads no compare module)
-        from tbprobe.graph_builder.compare import outside_the_node_rules
-
-        return not outside_the_node_rules(n.name)
+        return n.precision == 1 or _past_bound(n, task)
 
     ordered = _leaves_in_exec_order(graph)
     diverging = [n for n in ordered if diverges(n)]
@@ -92,6 +84,27 @@ def _first_divergence(graph: Graph, mode: Optional[str] = None) -> Tuple[Optiona
         if node.inputs_ok:
             return node, RULE_INPUTS_PASS
     return (warnings[0], RULE_EARLIEST_WARNING) if warnings else (None, None)
+
+
+def _past_bound(n: Node, task: str) -> bool:
+    """An output past first_divergence's bound (50 % NormRelativeErr, or a Cosine 0.1 off in tensor mode) that
+    the node rules judge."""
+    limit = _TENSOR_DIVERGES if task == "tensor" else _STATS_DIVERGES
+    if n.worst_metric is None or not n.worst_metric > limit:
+        return False
+    # (an output the node rules do not judge, uninitialised memory's, is no divergence either; imported here:
+    # a build, which has no metrics, loads no compare module)
+    from tbprobe.graph_builder.compare import outside_the_node_rules
+
+    return not outside_the_node_rules(n.name)
+
+
+def is_warning_only(node: Node, rule: Optional[str], task: str) -> bool:
+    """Whether _first_divergence chose `node` by its warnings fallback (no error, no output past the bound in the
+    graph): such a finding never outranks another rank's error of the same step, and the summary says what it
+    is (the reference's tenfold rule warns on tiny amplifications too, noise between two healthy runs)."""
+    return rule == RULE_EARLIEST_WARNING or (rule == RULE_INPUTS_PASS and node.precision == 0.5
+                                             and not _past_bound(node, task))
 
 
 _SAME_SUM = 1e-4   # Mean and Norm of a reshaped copy are summed in another order: equal to about float32's digits
@@ -266,10 +279,12 @@ def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple]
         detail = {"precision_index": div.precision, "path": div.path(), "traced_from": trace_back(graph, div),
                   "matched": div.match.name if div.match is not None else None,
                   "rule": rule, "flagged": div.precision == 1,
+                  "warning_only": is_warning_only(div, rule, graph.task),
                   "worst_output": _worst_output(div, mode or graph.task),
                   "enters": _entering(graph, div, mode or graph.task) if rule == RULE_DIFFERENCE_ENTERS else []}
         rows.append((graph.graph_id, "first_divergence", div.name, div.exec_order, json.dumps(detail)))
         summary["first_divergence"], summary["first_divergence_order"] = div.name, div.exec_order
+        summary["first_divergence_warning_only"] = detail["warning_only"]
         # (the module an operator ran in: the summary line names it, as a user looks for the layer first)
         summary["first_divergence_in"] = next((p for p in reversed(detail["path"][:-1]) if p.startswith("Module.")),
                                                None) if not div.name.startswith("Module.") else None

@@ -331,9 +331,10 @@ def _summary(results: List[RankSummary], path: Path, seconds: float) -> Dict[str
     first_div = _first_of(results, "first_divergence")
     first_ovf = _first_of(results, "first_overflow")
     # (the module the first divergent operator ran in: the summary line names it too)
-    first_in = _earliest([r for r in results if r.first_divergence], "first_divergence").first_divergence_in \
-        if first_div else None
+    chosen = _earliest([r for r in results if r.first_divergence], "first_divergence") if first_div else None
+    first_in = chosen.first_divergence_in if chosen else None
     total.update({"graphs": len(results), "first_divergence": first_div, "first_divergence_in": first_in,
+                  "first_divergence_warning_only": bool(chosen and chosen.first_divergence_warning_only),
                   "first_overflow": first_ovf, "output": str(path), "seconds": round(seconds, 3)})
     return total
 
@@ -350,7 +351,9 @@ def _first_of(results: List[RankSummary], kind: str) -> Optional[str]:
 
 
 def _earliest(found: List[RankSummary], kind: str) -> RankSummary:
-    return min(found, key=lambda r: (r.step, _order(getattr(r, f"{kind}_order")), r.rank))
+    # (within a step, a rank's warning-only finding never outranks another rank's error, however early)
+    return min(found, key=lambda r: (r.step, bool(getattr(r, f"{kind}_warning_only", False)),
+                                     _order(getattr(r, f"{kind}_order")), r.rank))
 
 
 def _order(order: Optional[int]) -> float:
@@ -364,6 +367,9 @@ def format_summary(result: GraphResult) -> str:
         lines.append(f"  mode {result.mode}: matched {s['matched']}, pass {s['pass']}, warning {s['warning']}, "
                      f"error {s['error']}, unmatched {s['unmatched']}, bench-only {s.get('bench_unmatched', 0)}")
         inside = f" (in {s['first_divergence_in']})" if s.get("first_divergence_in") else ""
+        if s.get("first_divergence_warning_only"):
+            # (the reference's tenfold rule warns on tiny amplifications too: a warning alone may be noise)
+            inside += " (a warning: no node of that step is an error)"
         lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}{inside}")
     if s.get("overflow") or s.get("first_overflow") or s.get("overflow_check"):   # (-oc: said even with none)
         # (the first overflow is where one starts: finite inputs, an inf/nan output; the other overflow levels are

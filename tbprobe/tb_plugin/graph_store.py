@@ -526,16 +526,17 @@ class DbGraphFile:
         if "tbprobe_findings" not in self.tables:
             return None
         with self._conn() as conn:
-            rows = conn.execute("SELECT graph_id, node_name, exec_order FROM tbprobe_findings "
+            rows = conn.execute("SELECT graph_id, node_name, exec_order, detail FROM tbprobe_findings "
                                 "WHERE kind = 'first_divergence'").fetchall()
         best = None
-        for graph_id, name, order in rows:
+        for graph_id, name, order, detail in rows:
             parts = str(graph_id).split("_")
             if len(parts) != 3 or parts[0] != "NPU" or not all(_DIGITS.fullmatch(p) for p in parts[1:]) \
                     or not isinstance(name, str):
                 continue   # (a hand-made row: not a graph of this file's shape)
             step, rank = int(parts[1]), int(parts[2])
-            key = (step, order if isinstance(order, int) else float("inf"), rank)
+            # (as the summary: within a step a warning-only finding never outranks another rank's error)
+            key = (step, _warning_only(detail), order if isinstance(order, int) else float("inf"), rank)
             if best is None or key < best[0]:
                 best = (key, {"step": step, "rank": rank, "name": name,
                               "exec_order": order if isinstance(order, int) else None})
@@ -552,3 +553,12 @@ class DbGraphFile:
             ).fetchall()
         return {kind: {"name": name, "exec_order": order, "detail": loads_or(detail, detail)}
                 for kind, name, order, detail in rows}
+
+
+def _warning_only(detail: object) -> bool:
+    """A stored first divergence the builder chose by its warnings fallback (files before session 25: by its rule)."""
+    found = loads_or(detail, None) if isinstance(detail, str) else detail
+    if not isinstance(found, dict):
+        return False
+    flag = found.get("warning_only")
+    return flag if isinstance(flag, bool) else found.get("rule") == "earliest_warning"

@@ -478,3 +478,38 @@ def test_a_graph_with_warnings_alone_names_its_first_warning(tmp_path):
     assert result.summary["first_divergence"] == "step 0 rank 0: Torch.b.0.forward"
     (detail,), = conn.execute("SELECT detail FROM tbprobe_findings WHERE kind='first_divergence'")
     assert json.loads(detail)["rule"] == "inputs_pass"
+
+
+def _ops_rank(folder, outputs):
+    data = {name: synth.api_entry([T((2, 4))], [T((2, 4), norm=norm)]) for name, norm in outputs}
+    synth.simple_rank(folder, data, {k: None for k in data})
+
+
+def test_a_warning_never_outranks_another_ranks_error_in_the_same_step(tmp_path):
+    """Rank 0 errs at its third call, rank 1 has only a 20 % warning at its first: the summary (and the plugin's
+    run_first_divergence) named rank 1's warning, earlier in its execution order, once warnings could be a first
+    divergence. Within a step a warning-only finding comes after every rank's error; the summary says when the
+    finding is a warning alone (the reference's tenfold rule warns on tiny amplifications: it may be noise)."""
+    calls = ("Torch.relu.0.forward", "Torch.tanh.0.forward", "Torch.exp.0.forward")
+    for side in ("d", "b"):
+        for rank in (0, 1):
+            norms = [2.0, 2.0, 2.0]
+            if side == "d":
+                norms[2 if rank == 0 else 0] = 4.0 if rank == 0 else 2.4
+            _ops_rank(tmp_path / side / "step0" / f"rank{rank}", zip(calls, norms))
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    assert result.summary["first_divergence"] == "step 0 rank 0: Torch.exp.0.forward"
+    assert "a warning: no node" not in result.summary_text()
+    import os
+
+    from tests.tb_plugin.conftest import make_api
+    status, body = make_api(tmp_path / "o").get("/api/findings", run=".", file=os.path.basename(result.path), step=0,
+                                                rank=1)
+    assert status == 200 and body["first_divergence"]["name"] == "Torch.relu.0.forward"   # (rank 1's own)
+    assert body["run_first_divergence"]["rank"] == 0 and body["run_first_divergence"]["name"] == "Torch.exp.0.forward"
+    # rank 1's warning alone: the run's first divergence, said to be a warning
+    alone = run_graph(str(tmp_path / "d" / "step0" / "rank1"), str(tmp_path / "b" / "step0" / "rank1"),
+                      str(tmp_path / "o2"), parallel=False, progress=False)
+    assert alone.summary["first_divergence"] == "step 0 rank 1: Torch.relu.0.forward"
+    assert "Torch.relu.0.forward (a warning: no node of that step is an error)" in alone.summary_text()

@@ -260,9 +260,11 @@ class GraphData:
         for _ in range(depth):
             following = []
             for a in frontier:
-                kids = idx.children(a, micro_step)
-                if not kids:
+                # (a node opens when it has children at all, as the page counts them (its summary's n_children);
+                # its page is those of the micro step asked for, as /api/children gives them)
+                if not idx.n_children(a):
                     continue
+                kids = idx.children(a, micro_step)
                 if len(levels) >= max_nodes:
                     capped = True
                     break

@@ -5,11 +5,14 @@ the counters of every later call of the same name, here and elsewhere in the tre
 is `Tensor.reshape.2` on the other. The lists of children under a matched pair are therefore aligned like a diff
 of (name without counters, direction, input dtypes and shapes); a group of top-level calls
 (`Apis_Between_Modules.N`, numbered in order, so shifted by one extra group) is keyed by the calls it holds.
+Pairs whose names and keys already agree are kept unless following a shift pairs more children (align_children).
 """
 import difflib
 import re
+from collections import Counter
 from typing import List, Optional, Sequence, Tuple
 
+from tbprobe.graph_builder.diff import DIFF_LIMIT, diff_pairs, in_order
 from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
 from tbprobe.graph_builder.model import Node
 
@@ -85,6 +88,10 @@ def similar_groups(a: Node, b: Node) -> bool:
     right = [strip_counters(c.name) for c in b.children]
     if not left and not right:
         return True
+    if len(left) * len(right) > DIFF_LIMIT:
+        # difflib's ratio is quadratic on long repetitive groups; the shared multiset is linear and bounds it
+        shared = sum((Counter(left) & Counter(right)).values())
+        return 2.0 * shared / (len(left) + len(right)) >= _GROUP_SIMILARITY
     return difflib.SequenceMatcher(None, left, right, autojunk=False).ratio() >= _GROUP_SIMILARITY
 
 
@@ -95,29 +102,46 @@ def _key(node: Node) -> tuple:
 
 
 def align_children(debug_children: Sequence[Node], bench_children: Sequence[Node]) -> None:
-    """Pair the unmatched children of two lists whose keys agree, in order (difflib's matching blocks). A pair
-    whose names differ (a shifted counter) is flagged `aligned`; one whose names agree is what the exact pass
-    would pair, so it takes no flag."""
+    """Pair the unmatched children of two lists whose keys agree, in order. Two alignments are made: a diff of
+    the keys alone, and one that keeps every pair whose names and keys both agree (the exact pass's pairs) and
+    diffs only what lies between them. The one pairing more children wins; a tie keeps the names: with a real
+    shape difference in debug `matmul.0` and one extra bench call, the key diff alone paired debug `matmul.1`
+    with the bench's `matmul.0` (the first equal key) and left the healthy `matmul.1` pair apart. A pair whose
+    names differ (a shifted counter) is flagged `aligned`."""
     left: List[Node] = [c for c in debug_children if c.match is None]
     right: List[Node] = [c for c in bench_children if c.match is None]
     if not left or not right:
         return
     keys_l = [_key(c) for c in left]
     keys_r = [_key(c) for c in right]
-    # the common head and tail pair directly: the diff then only sees the part that differs (long, repetitive
-    # lists such as an optimizer's thousands of add_ would make it quadratic)
-    head = 0
-    while head < min(len(left), len(right)) and keys_l[head] == keys_r[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(left), len(right)) - head and keys_l[-1 - tail] == keys_r[-1 - tail]:
-        tail += 1
-    pairs = [(left[i], right[i]) for i in range(head)]
-    pairs += [(left[len(left) - 1 - i], right[len(right) - 1 - i]) for i in range(tail)]
-    mid_l, mid_r = keys_l[head:len(left) - tail], keys_r[head:len(right) - tail]
-    if mid_l and mid_r:
-        sm = difflib.SequenceMatcher(None, mid_l, mid_r, autojunk=False)
-        for block in sm.get_matching_blocks():
-            pairs += [(left[head + block.a + k], right[head + block.b + k]) for k in range(block.size)]
-    for x, y in pairs:
+    by_keys = diff_pairs(keys_l, keys_r)
+    by_names = _name_anchored_pairs(left, right, keys_l, keys_r)
+    for i, j in by_keys if len(by_keys) > len(by_names) else by_names:
+        x, y = left[i], right[j]
         link(x, y, None if x.name == y.name else "aligned")
+
+
+def _name_anchored_pairs(left: Sequence[Node], right: Sequence[Node], keys_l: Sequence, keys_r: Sequence
+                         ) -> List[Tuple[int, int]]:
+    """Every (i, j) whose names and keys agree, plus a diff of the other children within the gaps between
+    those pairs that are in order on both sides (so no diff pair crosses one)."""
+    where = {c.name: j for j, c in enumerate(right)}
+    anchors = []
+    for i, c in enumerate(left):
+        j = where.get(c.name)
+        if j is not None and keys_l[i] == keys_r[j]:
+            anchors.append((i, j))
+    if not anchors:
+        return []
+    taken_l = {i for i, _ in anchors}
+    taken_r = {j for _, j in anchors}
+    pairs = list(anchors)
+    prev_i = prev_j = -1
+    for i, j in in_order(anchors) + [(len(left), len(right))]:
+        gap_l = [k for k in range(prev_i + 1, i) if k not in taken_l]
+        gap_r = [k for k in range(prev_j + 1, j) if k not in taken_r]
+        if gap_l and gap_r:
+            pairs += [(gap_l[a], gap_r[b]) for a, b in diff_pairs([keys_l[k] for k in gap_l],
+                                                                   [keys_r[k] for k in gap_r])]
+        prev_i, prev_j = i, j
+    return pairs

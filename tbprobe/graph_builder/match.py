@@ -3,7 +3,7 @@
 Order of the passes (each only looks at nodes still unmatched):
 0. (with the aligner, under a pair whose child lists differ) the children aligned by structure and order
    (align.py): a diff of (name without counters, direction, input shapes), a group of top-level calls keyed
-   by the calls it holds;
+   by the calls it holds; pairs whose names and keys agree are kept unless following a shift pairs more;
 1. exact: same name under matched parents (= same name and same ancestor names), from the roots down; with the
    aligner, groups of top-level calls only where at least half their calls are the same ones;
 2. layer mapping (`-lm`): module names rewritten by the YAML's per-class renames, then matched by name;
@@ -14,7 +14,6 @@ Order of the passes (each only looks at nodes still unmatched):
 5. (with the aligner) an operator's backward record pairs with its forward twin's backward;
 6. manual matches (`.vis.config`), which override the rest.
 """
-import difflib
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from tbprobe.graph_builder.align import (
@@ -26,6 +25,7 @@ from tbprobe.graph_builder.align import (
     similar_groups,
     strip_counters,
 )
+from tbprobe.graph_builder.diff import diff_pairs
 from tbprobe.graph_builder.model import Graph, Node
 
 __all__ = ["match_graphs", "signature", "strip_counters", "mapping_rules", "unused_mapping_rules"]
@@ -229,23 +229,17 @@ def _align(d: Node, b: Node) -> None:
     right = [c for c in b.children if c.match is None]
     if not left or not right:
         return
-    sig_l = [signature(c) for c in left]
-    sig_r = [signature(c) for c in right]
-    sm = difflib.SequenceMatcher(None, sig_l, sig_r, autojunk=False)
-    for block in sm.get_matching_blocks():
-        for k in range(block.size):
-            link(left[block.a + k], right[block.b + k], "aligned")
+    # diff_pairs bounds the cost on long repetitive lists (difflib alone is quadratic there)
+    for i, j in diff_pairs([signature(c) for c in left], [signature(c) for c in right]):
+        link(left[i], right[j], "aligned")
     # second chance: same name without counters and direction, in order, ignoring shapes
     left = [c for c in d.children if c.match is None]
     right = [c for c in b.children if c.match is None]
     if left and right:
-        sm = difflib.SequenceMatcher(None, [signature(c)[:2] for c in left], [signature(c)[:2] for c in right],
-                                     autojunk=False)
-        for block in sm.get_matching_blocks():
-            for k in range(block.size):
-                x, y = left[block.a + k], right[block.b + k]
-                if similar_groups(x, y):
-                    link(x, y, "aligned")
+        for i, j in diff_pairs([signature(c)[:2] for c in left], [signature(c)[:2] for c in right]):
+            x, y = left[i], right[j]
+            if similar_groups(x, y):
+                link(x, y, "aligned")
 
 
 def _apply_manual(debug: Graph, bench: Graph, manual: Mapping[str, str]) -> None:

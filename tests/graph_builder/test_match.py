@@ -1,7 +1,12 @@
 """Matching: exact, fuzzy, structural aligner, layer mapping, manual."""
+import difflib
 import json
 
+import pytest
+
 from tbprobe.graph_builder import run_graph
+from tbprobe.graph_builder.match import match_graphs
+from tbprobe.graph_builder.model import Graph, Node
 from tests.graph_builder import golden, synth
 
 
@@ -229,3 +234,93 @@ def test_an_operators_backward_follows_its_forwards_twin(tmp_path):
     plain = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "p"), parallel=False,
                       progress=False, align=False)
     assert plain.summary["error"] > 0
+
+
+def test_a_pair_whose_names_agree_is_not_crossed_by_the_diff(tmp_path):
+    """Debug matmul.0 has a real shape difference and the bench one extra call at the end: the diff of keys
+    alone paired debug matmul.1 with the bench's matmul.0 (the first equal key) and matmul.0 with matmul.1, so
+    the healthy call was compared with another call."""
+    t = synth.tensor
+    parent = "Module.block.Block.forward.0"
+    debug = {"Torch.matmul.0.forward": synth.api_entry([t((3, 4)), t((4, 4))], [t((3, 4))]),
+             "Torch.matmul.1.forward": synth.api_entry([t((2, 4)), t((4, 4))], [t((2, 4))])}
+    bench = {"Torch.matmul.0.forward": synth.api_entry([t((2, 4)), t((4, 4))], [t((2, 4))]),
+             "Torch.matmul.1.forward": synth.api_entry([t((2, 4)), t((4, 4))], [t((2, 4))]),
+             "Torch.relu.0.forward": synth.api_entry([t((2, 4))], [t((2, 4))])}
+    mod = synth.api_entry()
+    synth.simple_rank(tmp_path / "d", {**debug, parent: mod}, {**{k: parent for k in debug}, parent: None})
+    synth.simple_rank(tmp_path / "b", {**bench, parent: mod}, {**{k: parent for k in bench}, parent: None})
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    nodes = golden.nodes(result.path)
+    for name in debug:
+        assert json.loads(nodes[f"NPU_0_0_{name}"]["matched_node_link"])[-1] == name
+    assert nodes["NPU_0_0_Torch.matmul.1.forward"]["precision_index"] == 0
+    assert _unmatched(result.path, "Bench") == {"Torch.relu.0.forward"}
+
+
+def _entry(dtype, shape):
+    return {"input_args": [{"type": "torch.Tensor", "dtype": dtype, "shape": list(shape), "Max": 1, "Min": 0,
+                            "Mean": 0.5, "Norm": 1, "requires_grad": False}], "output": []}
+
+
+def _one_group(calls):
+    """A graph whose root holds one group of top-level calls, [(name, entry)] in order."""
+    g = Graph("NPU", 0, 0)
+    group = Node("Apis_Between_Modules.0", "9")
+    group.parent = g.root
+    g.root.children.append(group)
+    g.nodes[group.name] = group
+    for name, entry in calls:
+        node = Node(name, "1", entry=entry)
+        node.parent = group
+        group.children.append(node)
+        g.nodes[name] = node
+    return g
+
+
+N = 20_000
+
+
+@pytest.mark.parametrize("case", ["same names", "shifted counters", "other dtype"])
+def test_a_long_repetitive_child_list_is_not_diffed_quadratically(monkeypatch, case):
+    """An optimizer's 20,000 add_ calls with an extra call at each end (the head and tail trim cannot help):
+    difflib over the whole list costs up to len * len steps (6,000 children took 3 s, 20,000 minutes). No diff
+    may be asked of more than 4e6 pairs, and the result stays the right one."""
+    asked = []
+
+    class Bounded(difflib.SequenceMatcher):
+        def __init__(self, isjunk=None, a="", b="", autojunk=True):
+            asked.append(len(a) * len(b))
+            assert len(a) * len(b) <= 4_000_000, f"a diff of {len(a)} x {len(b)} children"
+            super().__init__(isjunk, a, b, autojunk)
+
+    monkeypatch.setattr(difflib, "SequenceMatcher", Bounded)
+    f32 = "torch.float32"
+    extra = [("Torch.extra.0.forward", _entry(f32, (7, 7)))], [("Torch.extra2.0.forward", _entry(f32, (7, 7)))]
+    if case == "same names":
+        bench = [(f"Tensor.add_.{i}.forward", _entry(f32, (16,))) for i in range(N)]
+        debug = bench
+        want = {f"Tensor.add_.{i}.forward": f"Tensor.add_.{i}.forward" for i in range(N)}
+    elif case == "shifted counters":
+        # one more add_ first (another shape): every later counter is one up; shapes cycle, so keys tell
+        bench = [(f"Tensor.add_.{i}.forward", _entry(f32, (i % 50 + 1,))) for i in range(N)]
+        debug = [("Tensor.add_.0.forward", _entry(f32, (99,)))] + [
+            (f"Tensor.add_.{i + 1}.forward", _entry(f32, (i % 50 + 1,))) for i in range(N)]
+        want = {"Tensor.add_.0.forward": None,
+                **{f"Tensor.add_.{i + 1}.forward": f"Tensor.add_.{i}.forward" for i in range(N)}}
+    else:
+        # bf16 against fp32: no key agrees but every tenth call's; the rest pairs by name afterwards
+        def calls(dtype):
+            return [(f"Torch.embedding.{i // 10}.forward", _entry("torch.int64", (4, 16))) if i % 10 == 0
+                    else (f"Torch.matmul.{i}.forward", _entry(dtype, (16, 16))) for i in range(N)]
+        bench = calls(f32)
+        debug = calls("torch.bfloat16")
+        want = {name: name for name, _ in bench}
+    d = _one_group(extra[0] + debug + extra[1])
+    b = _one_group(bench)
+    match_graphs(d, b)
+    got = {name: node.match.name if node.match else None for name, node in d.nodes.items()
+           if name.startswith("T")}
+    assert got == {**want, "Torch.extra.0.forward": None, "Torch.extra2.0.forward": None}
+    assert all(n.match is not None for n in b.nodes.values())

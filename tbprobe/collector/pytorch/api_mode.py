@@ -350,9 +350,7 @@ class ApiCapture:
         s = self.session
         s.busy += 1
         try:
-            s.record.add_construct(name, parent)
-            if args_items is not None:
-                s.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items})
+            s.add_raised(name, parent, args_items, kwargs_items)
         except Exception as exc:
             s.guard.report("operator post-call", exc)
         finally:

@@ -270,9 +270,7 @@ class DistributedCapture:
 def _raised(s: Session, name: str, parent: Any, args_items: Any, kwargs_items: Any) -> None:
     """The inputs-only record of a collective that raised (still busy: nothing it does is recorded)."""
     try:
-        s.record.add_construct(name, parent)
-        if args_items is not None:
-            s.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items})
+        s.add_raised(name, parent, args_items, kwargs_items)
     except Exception as exc:
         s.guard.report("collective post-call", exc)
 

@@ -164,6 +164,14 @@ class Session:
         """Whether `name`, a call record_data() left without data, still has its stack (data_mode left it out)."""
         return name in self._stack_only
 
+    def add_raised(self, name: str, parent: Optional[str], args_items: Optional[list],
+                   kwargs_items: Optional[dict]) -> None:
+        """The record of a call that raised, as the reference keeps it: its place in construct.json and its
+        inputs alone (none where the filters left its data out: `args_items` None)."""
+        self.record.add_construct(name, parent)
+        if args_items is not None:
+            self.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items})
+
     def add_entry(self, name: str, entry: dict) -> None:
         """Add a forward/backward record, keeping only the inputs or outputs when data_mode asks for one side: the
         other side's keys are left out, a module's parameters going with its outputs, as the reference writes it."""

@@ -41,6 +41,31 @@ _FIRST_VIEW_WAIT_S = 0.15
 PATH_CHILDREN_BUDGET = 200_000
 
 
+class _LevelPages:
+    """The levels of a /api/path_children or /api/depth_children answer: the first `limit` children of each node
+    added, while PATH_CHILDREN_BUDGET children in all last (then `complete` is false and add() refuses)."""
+
+    def __init__(self, idx, limit: int) -> None:
+        self.idx, self.limit, self.budget = idx, limit, PATH_CHILDREN_BUDGET
+        self.levels: List[dict] = []
+        self.pages: List[int] = []
+        self.complete = True
+
+    def add(self, node: int, kids: List[int]) -> bool:
+        page = kids[:self.limit]
+        if len(page) > self.budget:
+            self.complete = False
+            return False
+        self.budget -= len(page)
+        self.levels.append({"node": self.idx.names[node], "total": len(kids), "count": len(page)})
+        self.pages.extend(page)
+        return True
+
+    def answer(self, overlay) -> dict:
+        return {"levels": self.levels, "complete": self.complete,
+                "compact": compact_summaries(self.idx, self.pages, overlay)}
+
+
 class GraphData:
     def __init__(self, logdir: str):
         self.logdir = logdir
@@ -233,20 +258,12 @@ class GraphData:
             chain.append(i)
             i = int(idx.parent[i])
         chain.reverse()
-        levels, pages, budget = [], [], PATH_CHILDREN_BUDGET
-        complete = True
+        pages = _LevelPages(idx, limit)
         for a in chain[:-1]:
-            kids = idx.children(a, micro_step)
-            page = kids[:limit]
-            if len(page) > budget:
-                complete = False
+            if not pages.add(a, idx.children(a, micro_step)):
                 break
-            budget -= len(page)
-            levels.append({"node": idx.names[a], "total": len(kids), "count": len(page)})
-            pages.extend(page)
-        over = self._overlay_fields(run, file, gf, step, rank, side)
-        return {"path": [idx.names[k] for k in chain], "levels": levels, "complete": complete,
-                "compact": compact_summaries(idx, pages, over)}
+        return dict(pages.answer(self._overlay_fields(run, file, gf, step, rank, side)),
+                    path=[idx.names[k] for k in chain])
 
     def depth_children(self, run, file, step, rank, side, depth, micro_step, limit, max_nodes) -> dict:
         """The first page (``limit``) of the children of every node that "expand to depth ``depth``" opens: the
@@ -254,8 +271,8 @@ class GraphData:
         of them; in one answer, shaped as path_children's. The page asked /api/children once per node (6,000
         requests and 63 s for two sides of a module with 5,000 children)."""
         gf, idx = self.graph(run, file, step, rank, side)
-        levels, pages, budget = [], [], PATH_CHILDREN_BUDGET
-        complete, capped = True, False
+        pages = _LevelPages(idx, limit)
+        capped = False
         frontier = [idx.root]
         for _ in range(depth):
             following = []
@@ -264,24 +281,17 @@ class GraphData:
                 # its page is those of the micro step asked for, as /api/children gives them)
                 if not idx.n_children(a):
                     continue
-                kids = idx.children(a, micro_step)
-                if len(levels) >= max_nodes:
+                if len(pages.levels) >= max_nodes:
                     capped = True
                     break
-                page = kids[:limit]
-                if len(page) > budget:
-                    complete = False
+                kids = idx.children(a, micro_step)
+                if not pages.add(a, kids):
                     break
-                budget -= len(page)
-                levels.append({"node": idx.names[a], "total": len(kids), "count": len(page)})
-                pages.extend(page)
                 following.extend(kids)
-            if capped or not complete:
+            if capped or not pages.complete:
                 break
             frontier = following
-        over = self._overlay_fields(run, file, gf, step, rank, side)
-        return {"levels": levels, "complete": complete, "capped": capped,
-                "compact": compact_summaries(idx, pages, over)}
+        return dict(pages.answer(self._overlay_fields(run, file, gf, step, rank, side)), capped=capped)
 
     def node(self, run, file, step, rank, side, node) -> dict:
         gf, idx = self.graph(run, file, step, rank, side)

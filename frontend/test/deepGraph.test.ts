@@ -14,8 +14,8 @@ import { LIGHT } from "../src/render/colors";
 import { drawTree, type Paint } from "../src/render/draw";
 import { Minimap } from "../src/render/minimap";
 import { FIRST_PAGE } from "../src/views/childPages";
-import { GraphPane, type PaneHost } from "../src/views/graphPane";
-import { summary } from "./helpers";
+import { GraphPane } from "../src/views/graphPane";
+import { compactOf, jsonResponse, paneHost, summary } from "./helpers";
 
 const name = (level: number) => `Module.d${level}.L.forward.0`;
 
@@ -103,11 +103,8 @@ describe("revealing a node 5,000 levels deep", () => {
     const level = Number(/^Module\.d(\d+)\./.exec(node)![1]);
     return level < DEPTH - 1 ? [summary(name(level + 1), level < DEPTH - 2 ? 1 : 0, { order: level + 1 })] : [];
   };
-  const compact = (list: NodeSummary[]): CompactChildren => ({
-    name: list.map((s) => s.name), type: list.map((s) => s.type), n_children: list.map((s) => s.n_children),
-    order: list.map((s) => s.order),
-  });
-  const json = (body: unknown) => new Response(JSON.stringify(body), { status: 200 });
+  const compact = compactOf;
+  const json = jsonResponse;
   const routes: string[] = [];
   const fetchFn = async (input: string) => {
     const url = new URL(input);
@@ -138,14 +135,7 @@ describe("revealing a node 5,000 levels deep", () => {
   it("opens the whole path in one request and shows the node, its ancestors laid out once", async () => {
     const api = new ApiClient("http://tb/data/plugin/graph_ascend/", fetchFn as never);
     let layouts = 0;
-    const host: PaneHost = {
-      api, engine: { grid: async (n: number) => ({ xy: new Float64Array(2 * n), w: 220, h: 26 }) } as never,
-      key: (side: Side) => ({ run: "r", file: "f.vis.db", step: 0, rank: 0, side }), microStep: () => -1,
-      theme: () => LIGHT, colouring: () => ({ fill: () => "#FFFCF3", badge: () => null }) as never,
-      selectedOn: () => null, counterpartOn: () => null, highlighted: () => new Set(), onSelect: () => undefined,
-      onToggle: () => undefined, onLayout: () => void layouts++, onCamera: () => undefined, onBusy: () => undefined,
-      onError: (e) => { throw e; },
-    };
+    const host = paneHost(api, { onLayout: () => void layouts++ });
     const pane = new GraphPane("NPU", host, "minimap");
     await pane.load();
     routes.length = 0;

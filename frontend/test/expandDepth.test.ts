@@ -3,10 +3,9 @@
 // requests, 63 s for both sides) and stopped at 3,000 nodes without a word.
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApiClient } from "../src/api/client";
-import type { CompactChildren, NodeSummary, Side } from "../src/api/types";
-import { LIGHT } from "../src/render/colors";
-import { GraphPane, MAX_AUTO_EXPAND, type PaneHost } from "../src/views/graphPane";
-import { summary } from "./helpers";
+import type { NodeSummary } from "../src/api/types";
+import { GraphPane, MAX_AUTO_EXPAND } from "../src/views/graphPane";
+import { compactOf, jsonResponse, paneHost, summary } from "./helpers";
 
 function server(wide: number) {
   // DefaultModel > m0..m(wide-1) > each one leaf
@@ -15,11 +14,8 @@ function server(wide: number) {
     if (/^m\d+$/.test(node)) return [summary(`${node}.leaf`, 0, { order: wide + Number(node.slice(1)) })];
     return [];
   };
-  const compact = (list: NodeSummary[]): CompactChildren => ({
-    name: list.map((s) => s.name), type: list.map((s) => s.type), n_children: list.map((s) => s.n_children),
-    order: list.map((s) => s.order),
-  });
-  const json = (body: unknown) => new Response(JSON.stringify(body), { status: 200 });
+  const compact = compactOf;
+  const json = jsonResponse;
   const routes: string[] = [];
   const fetchFn = async (input: string) => {
     const url = new URL(input);
@@ -61,15 +57,7 @@ function server(wide: number) {
 
 function paneOn(fetchFn: unknown) {
   const api = new ApiClient("http://tb/data/plugin/graph_ascend/", fetchFn as never);
-  const host: PaneHost = {
-    api, engine: { grid: async (n: number) => ({ xy: new Float64Array(2 * n), w: 220, h: 26 }) } as never,
-    key: (side: Side) => ({ run: "r", file: "f.vis.db", step: 0, rank: 0, side }), microStep: () => -1,
-    theme: () => LIGHT, colouring: () => ({ fill: () => "#FFFCF3", badge: () => null }) as never,
-    selectedOn: () => null, counterpartOn: () => null, highlighted: () => new Set(), onSelect: () => undefined,
-    onToggle: () => undefined, onLayout: () => undefined, onCamera: () => undefined, onBusy: () => undefined,
-    onError: (e) => { throw e; },
-  };
-  return new GraphPane("NPU", host, "minimap");
+  return new GraphPane("NPU", paneHost(api), "minimap");
 }
 
 describe("expand to depth", () => {

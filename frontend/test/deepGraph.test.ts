@@ -4,7 +4,7 @@
 // time, and laid out every ancestor again per level: a click on the deepest node never selected it.
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ApiClient, sliceCompact } from "../src/api/client";
-import type { CompactChildren, NodeSummary, Side } from "../src/api/types";
+import type { CompactChildren, NodeSummary } from "../src/api/types";
 import type { LayoutEngine } from "../src/layout/engine";
 import {
   absPos, coveringNode, expand, expandChain, makeNode, setChildren, shownNodes, walkVisible, type LayoutNode,

@@ -156,3 +156,54 @@ def test_an_argument_described_by_its_fields_shows_its_tensor():
                                     {"input_args": [[op]], "input_kwargs": {}, "output": [[op]]})
     assert inputs == [("Distributed.batch_isend_irecv.0.forward.input.0.0", tensor)]
     assert outputs == [("Distributed.batch_isend_irecv.0.forward.output.0.0", tensor)]
+
+
+def _chain_build_lines(depth):
+    """Lines of build.py run while building a construct.json chain `depth` levels deep (counted, not timed)."""
+    import sys
+
+    from tbprobe.graph_builder import build as build_module
+    names = [f"Module.m{i}.Linear.forward.0" for i in range(depth)]
+    parents = {name: (names[i - 1] if i else None) for i, name in enumerate(names)}
+    entries = {name: synth.api_entry() for name in names}
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if frame.f_code.co_filename != build_module.__file__:
+            return None
+        if event == "line":
+            count += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        graph = build_graph("NPU", 0, 0, entries, parents)
+    finally:
+        sys.settrace(None)
+    deepest, depth_seen = graph.nodes[names[-1]], 0
+    while deepest.parent is not None:
+        deepest, depth_seen = deepest.parent, depth_seen + 1
+    assert depth_seen == depth          # every level kept, under DefaultModel
+    return count
+
+
+def test_long_parent_chain_builds_in_linear_work():
+    # the cycle guard walked every ancestor on each attach: a 100,000-level chain took minutes
+    small, large = _chain_build_lines(1000), _chain_build_lines(4000)
+    assert large < 6 * small, (small, large)
+
+
+def test_cycle_through_a_long_chain_is_broken_once():
+    names = [f"Module.m{i}.Linear.forward.0" for i in range(50)]
+    parents = {name: names[i - 1] for i, name in enumerate(names)}      # m0's parent is m49: a ring
+    g = build_graph("NPU", 0, 0, {n: synth.api_entry() for n in names}, parents)
+    broken = [n.name for n in g.nodes.values() if "cycle_broken" in (n.flags or [])]
+    assert len(broken) == 1
+    tree = _tree(g)
+    assert tree[broken[0]] == "DefaultModel"
+    for name in names:                    # every node still reaches the root
+        node, hops = g.nodes[name], 0
+        while node.parent is not None and hops <= 60:
+            node, hops = node.parent, hops + 1
+        assert node is g.root

@@ -126,6 +126,19 @@ def _float(value: object) -> float:
         return _NAN
 
 
+def _check_names(names: Sequence[object], ups: Sequence[object], source: str) -> None:
+    """400 for a node name that is not text (NULL, a blob, a number) or a parent that is neither text nor empty:
+    joining them for the search was a 500 on every route of the graph."""
+    if set(map(type, names)) <= {str} and set(map(type, ups)) <= {str, type(None)}:
+        return  # (the usual case, checked at C speed)
+    for i, (name, up) in enumerate(zip(names, ups)):
+        if not isinstance(name, str):
+            raise ApiError(400, f"{source}: column node_name of the node at position {i} holds "
+                                f"{'NULL' if name is None else _shown(name)}, not a name")
+        if up is not None and not isinstance(up, str):
+            raise ApiError(400, f"{source}: column up_node of node {quoted(name)} holds {_shown(up)}, not a name")
+
+
 class GraphIndex:
     """The tree of one graph. Index ``i`` is the i-th node by node_order; the root is ``self.root``. ``source``
     names the file in the 400 a wrongly typed value gets (``node_type``, ``micro_step_id``, ``exec_order``, and
@@ -143,6 +156,7 @@ class GraphIndex:
         # The store hands over types, micro steps and flags already as integers and overflow as a code (SQL does
         # the conversion, int_sql); other sources may pass text, converted (or refused) on the slow path.
         names, ntypes, ups, precs, ovfs, micros, matched, execs = zip(*rows)
+        _check_names(names, ups, source)
         self.names: List[str] = list(names)
         self.types = _int_column(ntypes, np.int16, "node_type", names, source)
         self.precision = _float_array(precs)

@@ -43,6 +43,9 @@ def eligible(conn: sqlite3.Connection, step: int, rank: int, side: str) -> bool:
 def _summary(row, source: str) -> dict:
     """A summary as the index gives it; a wrongly typed value is the same 400 as from the index (stored_int)."""
     name, ntype, prec, ovf, micro, matched, order, n_children = row
+    if not isinstance(name, str):  # (NULL or a blob: the same 400 as the index's; bytes were a 500 in the JSON)
+        raise ApiError(400, f"{source}: column node_name of the node at node_order {str(order)[:40]} holds "
+                            f"{'NULL' if name is None else 'a blob or a number'}, not a name")
     try:
         precision: Optional[float] = None if prec is None or prec == "" else float(prec)
     except (TypeError, ValueError):

@@ -42,6 +42,26 @@ def _post_order(graph: dict) -> List[str]:
     return order
 
 
+def _check_graph(graph: dict, side: str, source: str) -> None:
+    """400 for a graph whose parts are not of the shapes the routes read (the nodes an object of objects, a node's
+    subnodes a list, its upnode and root text, its data an object): each was an AttributeError, a 500."""
+    nodes = graph.get("node")
+    if nodes is not None and not isinstance(nodes, dict):
+        raise ApiError(400, f"{source}: the {side} graph's node is not an object of nodes")
+    if graph.get("root") is not None and not isinstance(graph.get("root"), str):
+        raise ApiError(400, f"{source}: the {side} graph's root is not a node name")
+    for name, node in (nodes or {}).items():
+        if not isinstance(node, dict):
+            raise ApiError(400, f"{source}: {side} node {quoted(name)} is not an object")
+        for key, kind, types in (("subnodes", "a list", list), ("upnode", "a name", str), ("data", "an object", dict),
+                                 ("input_data", "an object", dict), ("output_data", "an object", dict)):
+            value = node.get(key)
+            if value is not None and not isinstance(value, types):
+                raise ApiError(400, f"{source}: {key} of {side} node {quoted(name)} is not {kind}")
+        if not all(isinstance(child, str) for child in node.get("subnodes") or ()):
+            raise ApiError(400, f"{source}: subnodes of {side} node {quoted(name)} holds a value that is not a name")
+
+
 _JSON_FACTOR = 4   # the parsed objects of a JSON text take a few times its bytes
 
 
@@ -70,8 +90,13 @@ class VisGraphFile:
                 data = json.load(f)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ApiError(400, f"{os.path.basename(path)}: not a readable .vis JSON file ({exc})") from None
+        except RecursionError:  # (100,000 nested '[': json's C parser gives up; a 500 that broke /api/runs)
+            raise ApiError(400, f"{os.path.basename(path)}: not a .vis graph (nested too deeply)") from None
         if not isinstance(data, dict) or not isinstance(data.get("NPU"), dict):
             raise ApiError(400, f"{os.path.basename(path)}: not a .vis graph (no NPU graph)")
+        for side in ("NPU", "Bench"):
+            if isinstance(data.get(side), dict):
+                _check_graph(data[side], side, os.path.basename(path))
         self._data = data
         self._orders: Dict[str, List[str]] = {}
         self._indexes: Dict[str, GraphIndex] = {}

@@ -1,0 +1,94 @@
+"""Graph files of the wrong shapes are a 400 naming the file and the problem on every route, never a 500.
+
+Found by feeding hostile files to every GET route: a ``.vis.db`` whose node_name is NULL or a blob (the index's
+search join raised TypeError: a 500 on every graph route), a legacy ``.vis`` nested 100,000 deep (json's
+RecursionError was a 500 on ``/api/runs`` itself: one file broke the list of every run), and a ``.vis`` whose
+nodes are not objects or whose subnodes are not names (AttributeError / TypeError, 500s).
+"""
+import json
+import sqlite3
+
+import pytest
+
+from tbprobe.tb_plugin import light_graph
+from tbprobe.tb_plugin.api_error import ApiError
+from tests.tb_plugin.conftest import db_file
+
+ROUTES = ("/api/root", "/api/children", "/api/path_children", "/api/node", "/api/search", "/api/filter",
+          "/api/findings", "/api/overflow", "/api/compare_table")
+
+
+def _every_route(api, run, file):
+    out = []
+    for route in ROUTES:
+        status, body = api.get(route, run=run, file=file, step=0, rank=0, side="NPU", node="DefaultModel", q="a")
+        out.append((route, status, (body or {}).get("error") if isinstance(body, dict) else body))
+    return out
+
+
+def _loosen(conn):
+    """tb_nodes without its NOT NULL constraints (as a hand-made or foreign file may have it)."""
+    conn.executescript("CREATE TABLE t2 AS SELECT * FROM tb_nodes; DROP TABLE tb_nodes;"
+                       " ALTER TABLE t2 RENAME TO tb_nodes;"
+                       " CREATE INDEX index1 ON tb_nodes (step, rank, data_source, up_node, node_order);")
+
+
+@pytest.mark.parametrize("value,shown", [("NULL", "NULL"), ("CAST(node_name AS BLOB)", "a 24-byte blob")])
+def test_a_node_name_that_is_not_text_is_a_400_on_every_graph_route(api, logdir, value, shown):
+    run, file = db_file(logdir, "cmp_stat")
+    conn = sqlite3.connect(str(logdir / run / file))
+    _loosen(conn)
+    conn.execute(f"UPDATE tb_nodes SET node_name = {value} WHERE node_name = 'Tensor.__mul__.1.forward'")
+    conn.commit()
+    for route, status, error in _every_route(api, run, file):
+        assert status == 400 and error.startswith(f"{file}: column node_name of the node at position "), route
+        assert error.endswith(f"holds {shown}, not a name"), (route, error)
+    # the first view, answered from SQLite before the index is ready, refuses it too (a blob was a 500 in JSON)
+    parent = conn.execute("SELECT up_node FROM tb_nodes WHERE typeof(node_name) != 'text' AND data_source = 'NPU'"
+                          ).fetchone()[0]
+    with pytest.raises(ApiError) as err:
+        light_graph.child_summaries(conn, 0, 0, "NPU", parent, -1, file)
+    conn.close()
+    assert err.value.status == 400 and "column node_name of the node at node_order" in err.value.message
+
+
+def test_an_up_node_that_is_a_blob_is_a_400(api, logdir):
+    run, file = db_file(logdir, "cmp_stat")
+    conn = sqlite3.connect(str(logdir / run / file))
+    conn.execute("UPDATE tb_nodes SET up_node = x'00ff' WHERE node_name = 'Tensor.__mul__.1.forward'")
+    conn.commit()
+    conn.close()
+    for route, status, error in _every_route(api, run, file):
+        assert (status, error) == (400, f"{file}: column up_node of node 'Tensor.__mul__.1.forward' holds a "
+                                        "2-byte blob, not a name"), route
+
+
+def test_a_vis_file_nested_too_deeply_is_listed_with_its_error_and_a_400(api, logdir):
+    (logdir / "old").mkdir()
+    (logdir / "old" / "deep.vis").write_text("[" * 100_000, encoding="utf-8")
+    status, body = api.get("/api/runs")
+    assert status == 200, body
+    listed = {f["file"]: f for r in body["runs"] for f in r["files"]}
+    assert listed["deep.vis"]["error"] == "deep.vis: not a .vis graph (nested too deeply)"
+    assert len(listed) > 1     # the other files are still listed
+    status, body = api.get("/api/meta", run="old", file="deep.vis")
+    assert (status, body["error"]) == (400, "deep.vis: not a .vis graph (nested too deeply)")
+
+
+@pytest.mark.parametrize("graph,want", [
+    ({"root": "A", "node": [1, 2]}, "the NPU graph's node is not an object of nodes"),
+    ({"root": 5, "node": {}}, "the NPU graph's root is not a node name"),
+    ({"root": "A", "node": {"A": 3}}, "NPU node 'A' is not an object"),
+    ({"root": "A", "node": {"A": {"subnodes": "B"}}}, "subnodes of NPU node 'A' is not a list"),
+    ({"root": "A", "node": {"A": {"subnodes": [["B"], 3]}}}, "subnodes of NPU node 'A' holds a value that is not a name"),
+    ({"root": "A", "node": {"A": {"upnode": 7}}}, "upnode of NPU node 'A' is not a name"),
+    ({"root": "A", "node": {"A": {"data": [0.5]}}}, "data of NPU node 'A' is not an object"),
+    ({"root": "A", "node": {"A": {"input_data": "x"}}}, "input_data of NPU node 'A' is not an object"),
+])
+def test_a_vis_graph_of_the_wrong_shape_is_a_400_on_every_route(api, logdir, graph, want):
+    (logdir / "old").mkdir()
+    (logdir / "old" / "bad.vis").write_text(json.dumps({"NPU": graph}), encoding="utf-8")
+    status, body = api.get("/api/meta", run="old", file="bad.vis")
+    assert (status, body["error"]) == (400, f"bad.vis: {want}")
+    for route, status, error in _every_route(api, "old", "bad.vis"):
+        assert (status, error) == (400, f"bad.vis: {want}"), route

@@ -407,9 +407,9 @@ class DbGraphFile:
             + " WHERE n.step = ? AND n.rank = ? AND n.data_source = ? ORDER BY n.node_order"
         )
         with self._conn(pool=False) as conn:
-            # Fewer copies for a full scan of a big file. On a connection of its own, closed after the scan: kept
-            # in the pool, each one held its mapping of the whole file (two per compare file, 300 MB each).
-            conn.execute("PRAGMA mmap_size = 1073741824")
+            # On a connection of its own, closed after the scan (it reads the whole graph once). Never memory-mapped
+            # (PRAGMA mmap_size): a file truncated in place while mapped killed TensorBoard with SIGBUS; read()
+            # calls see the shorter file and SQLite answers "malformed", a 400.
             cursor = conn.execute(sql, (step, rank, side))
             rows: list = []
             while True:  # in chunks, stepping aside while a first view is being answered (see _Foreground)

@@ -3,16 +3,23 @@
 Found by feeding hostile files to every GET route: a ``.vis.db`` whose node_name is NULL or a blob (the index's
 search join raised TypeError: a 500 on every graph route), a legacy ``.vis`` nested 100,000 deep (json's
 RecursionError was a 500 on ``/api/runs`` itself: one file broke the list of every run), and a ``.vis`` whose
-nodes are not objects or whose subnodes are not names (AttributeError / TypeError, 500s).
+nodes are not objects or whose subnodes are not names (AttributeError / TypeError, 500s); and a database truncated
+in place while the index scan read it through a memory map (SIGBUS: TensorBoard died).
 """
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
-from tbprobe.tb_plugin import light_graph
+from tbprobe.tb_plugin import graph_store, light_graph
 from tbprobe.tb_plugin.api_error import ApiError
 from tests.tb_plugin.conftest import db_file
+from tests.tb_plugin.synth_db import make_compare_db
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ROUTES = ("/api/root", "/api/children", "/api/path_children", "/api/node", "/api/search", "/api/filter",
           "/api/findings", "/api/overflow", "/api/compare_table")
@@ -92,3 +99,38 @@ def test_a_vis_graph_of_the_wrong_shape_is_a_400_on_every_route(api, logdir, gra
     assert (status, body["error"]) == (400, f"bad.vis: {want}")
     for route, status, error in _every_route(api, "old", "bad.vis"):
         assert (status, error) == (400, f"bad.vis: {want}"), route
+
+
+_TRUNCATE_MID_SCAN = """
+import sys
+from tbprobe.tb_plugin import graph_store
+from tbprobe.tb_plugin.api_error import ApiError
+path = sys.argv[1]
+gf = graph_store.DbGraphFile(path)
+wait_idle = graph_store._FOREGROUND.wait_idle
+done = []
+def truncate_once():  # between two chunks of the index scan, the cursor open: another process truncates the file
+    if not done:
+        done.append(1)
+        with open(path, "r+b") as f:
+            f.truncate(8192)
+    wait_idle()
+graph_store._FOREGROUND.wait_idle = truncate_once
+try:
+    gf.index(0, 0, "NPU")
+    print("built")
+except ApiError as exc:
+    print(exc.status, exc.message)
+"""
+
+
+def test_a_database_truncated_in_place_during_the_index_scan_is_a_400_not_a_sigbus(tmp_path):
+    """The scan memory-mapped the file (PRAGMA mmap_size): truncated in place under it, the next page read was a
+    SIGBUS that killed TensorBoard (seen with a real server, 6 threads reading while a writer truncated)."""
+    path = str(tmp_path / "g.vis.db")
+    make_compare_db(path, n_nodes=3 * graph_store._SCAN_CHUNK, big_children=10, with_data=False)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-c", _TRUNCATE_MID_SCAN, path], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])   # -7: SIGBUS
+    assert proc.stdout.strip() == "400 g.vis.db: database read failed (database disk image is malformed)", proc.stdout

@@ -81,11 +81,14 @@ static PyObject *compare_plain(PyObject *self, PyObject *const *args, Py_ssize_t
     if (exempt < 0 || placeholder < 0 || want_b < 0)
         return NULL;
     if (!PyUnicode_CheckExact(dname) || !PyUnicode_CheckExact(bname) || !PyDict_CheckExact(de) ||
-        !PyDict_CheckExact(be) || !PyTuple_CheckExact(msgs) || PyTuple_GET_SIZE(msgs) < 7)
+        !PyDict_CheckExact(be) || !PyTuple_CheckExact(msgs) || PyTuple_GET_SIZE(msgs) < 8)
         Py_RETURN_NONE;
     for (int i = 0; i < 7; i++)
         if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(msgs, i)))
             Py_RETURN_NONE;
+    /* the mixed-precision note, None with strict_dtype */
+    if (PyTuple_GET_ITEM(msgs, 7) != Py_None && !PyUnicode_CheckExact(PyTuple_GET_ITEM(msgs, 7)))
+        Py_RETURN_NONE;
     int has = PyUnicode_Contains(dname, s_parameters_grad);
     if (has == 0)
         has = PyUnicode_Contains(bname, s_parameters_grad);

@@ -24,6 +24,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="turn off the structural aligner (on by default)")
     p.add_argument("--manual-matches", dest="manual", help=".vis.config JSON {debug_node: bench_node}")
     p.add_argument("--serial", action="store_true", help="no worker processes")
+    p.add_argument("--strict-dtype", dest="strict_dtype", action="store_true",
+                   help="grade every dtype difference an error, as msprobe does (by default two floating-point "
+                   "dtypes, bf16 against fp32, are mixed precision: graded by the numbers, with a note)")
 
 
 def register(subparsers) -> None:
@@ -101,7 +104,7 @@ def _cmd_graph(args) -> int:
     result = run_graph(debug, bench, args.output_path, overflow_check=args.overflow_check,
                        fuzzy=args.fuzzy_match, layer_mapping=_layer_map(args.layer_mapping),
                        parallel=not args.serial, align=args.align, manual=_manual(args.manual),
-                       progress=not args.quiet)
+                       progress=not args.quiet, strict_dtype=args.strict_dtype)
     print(format_summary(result))
     return 0
 
@@ -114,6 +117,6 @@ def _cmd_compare(args) -> int:
         raise TbprobeError("tbprobe compare needs both sides: -tp DEBUG -gp BENCH")
     path, rows = write_table(debug, bench, args.output_path, xlsx=args.xlsx, fuzzy=args.fuzzy_match,
                              layer_mapping=_layer_map(args.layer_mapping), align=args.align,
-                             manual=_manual(args.manual))
+                             manual=_manual(args.manual), strict_dtype=args.strict_dtype)
     print(f"compare table: {rows} rows written to {path}")
     return 0

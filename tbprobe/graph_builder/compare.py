@@ -8,6 +8,7 @@ import math
 import re
 from typing import Callable, Dict, List, Optional, Tuple
 
+from tbprobe.graph_builder.dtypes import mixed_precision
 from tbprobe.graph_builder.fast_path import compare_stats
 from tbprobe.graph_builder.items import data_text, fields_text, flatten_entry, is_tensor_item, item_text
 from tbprobe.graph_builder.metrics import (
@@ -41,6 +42,11 @@ MSG_RATIO = "error: The input/parameters of One Thousandth Err Ratio > 0.9 while
 MSG_COSINE = "warning: The input/parameters of Cosine > 0.9 while the output Cosine drops by more than 0.1."
 MSG_INF = "error: NPU Max or Min is inf/nan while the bench's is finite."
 MSG_DTYPE = "error: The dtype of NPU differs from that of the bench."
+# two floating-point dtypes (bf16 against fp32: mixed precision, the product's first use case) are no error by
+# themselves: the item is graded by the numeric rules and says why its dtypes differ (dtypes.py); with
+# strict_dtype (`--strict-dtype`) every dtype difference is MSG_DTYPE's error, as in the reference
+MSG_DTYPE_NOTE = ("note: The dtype of NPU differs from that of the bench (both floating point: mixed precision); "
+                  "graded by the numeric rules.")
 MSG_SHAPE = "error: The shape of NPU differs from that of the bench."
 MSG_GRAD = "error: requires_grad of NPU differs from that of the bench."
 MSG_SCALAR = "error: The value of a non-tensor argument differs from that of the bench."
@@ -48,8 +54,10 @@ MSG_SCALAR = "error: The value of a non-tensor argument differs from that of the
 # differs there (F.gelu(x, approximate="tanh") against F.gelu(x) moves its output by 1e-4 alone, and nothing
 # downstream fails)
 MSG_ONE_SIDED = "error: The argument is given on one side only (absent or None on the other)."
-# the messages of the statistics fast path (fast_path.compare_stats), in the order it takes them
-_FAST_MSGS = (MSG_DTYPE, MSG_SHAPE, MSG_GRAD, MSG_INF, MSG_SCALAR, MSG_NORM_ERR, MSG_NORM_WARN)
+# the messages of the statistics fast path (fast_path.compare_stats), in the order it takes them; the last is
+# the mixed-precision note, None with strict_dtype (every dtype difference an error)
+_FAST_MSGS = (MSG_DTYPE, MSG_SHAPE, MSG_GRAD, MSG_INF, MSG_SCALAR, MSG_NORM_ERR, MSG_NORM_WARN, MSG_DTYPE_NOTE)
+_FAST_MSGS_STRICT = _FAST_MSGS[:7] + (None,)
 
 # (debug node name, param key suffix) -> (tensor fields, message) computed in the process pool
 TensorLookup = Callable[[str], Optional[Tuple[Dict[str, str], Optional[str]]]]
@@ -119,7 +127,7 @@ def _nonfinite(v) -> bool:
     return isinstance(v, float) and not math.isfinite(v)
 
 
-def _item_checks(it: _Item, mode: str) -> None:
+def _item_checks(it: _Item, mode: str, strict_dtype: bool = False) -> None:
     d, b = it.d, it.b
     if mode == "md5":
         md, mb = md5_of(d), md5_of(b)
@@ -130,7 +138,10 @@ def _item_checks(it: _Item, mode: str) -> None:
         return
     if is_tensor_item(d) and is_tensor_item(b):
         if d.get("dtype") != b.get("dtype"):
-            it.flag("error", MSG_DTYPE)
+            if not strict_dtype and mixed_precision(d.get("dtype"), b.get("dtype")):
+                it.flag("pass", MSG_DTYPE_NOTE)
+            else:
+                it.flag("error", MSG_DTYPE)
         if d.get("shape") != b.get("shape"):
             it.flag("error", MSG_SHAPE)
         if d.get("requires_grad") != b.get("requires_grad"):
@@ -206,16 +217,18 @@ def outside_the_node_rules(name: str) -> bool:
 
 
 def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
-                    mode: str, tensor_lookup: Optional[TensorLookup] = None, bench_texts: bool = False) -> Compared:
+                    mode: str, tensor_lookup: Optional[TensorLookup] = None, bench_texts: bool = False,
+                    strict_dtype: bool = False) -> Compared:
     """Compare two dump entries (the debug node's and the bench node's). With `bench_texts`, the bench node's
-    row texts are made from the same flattened items (saves flattening its entry a second time)."""
+    row texts are made from the same flattened items (saves flattening its entry a second time). With
+    `strict_dtype`, two floating-point dtypes that differ are an error, as in the reference (else a note)."""
     api = api_base_name(debug_name)
     short = api.rsplit(".", 1)[-1] if api else ""
     exempt = bool(api and _EXEMPT.match(short))
     placeholder = short in _PLACEHOLDER_INPUTS
     if mode == "statistics" and debug_entry and bench_entry:
-        fast = compare_stats(debug_name, debug_entry, bench_name, bench_entry, exempt, placeholder, _FAST_MSGS,
-                             bench_texts)
+        fast = compare_stats(debug_name, debug_entry, bench_name, bench_entry, exempt, placeholder,
+                             _FAST_MSGS_STRICT if strict_dtype else _FAST_MSGS, bench_texts)
         if fast is not None:
             res = Compared(*fast[:5])
             res.bench_texts = fast[5]
@@ -259,7 +272,7 @@ def compare_entries(debug_name: str, debug_entry: Optional[dict], bench_name: st
                     it.flag("error", MSG_ONE_SIDED)
                     one_sided.append(it)
             elif not exempt:
-                _item_checks(it, mode)
+                _item_checks(it, mode, strict_dtype)
             it.fields["Requires_grad Consistent"] = _grad_consistent(d, b)
             target.append((key, it))
             items.append(it)
@@ -330,22 +343,23 @@ def _input_fails(it: _Item) -> bool:
 
 
 def failing_inputs(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
-                   mode: str) -> List[Tuple[str, dict]]:
+                   mode: str, strict_dtype: bool = False) -> List[Tuple[str, dict]]:
     """(slot, debug item) of each input that no longer passes, by compare_entries' test of inputs_ok (parameters
     aside; no cosine, which needs the tensors); the slot as dataflow.json names it ("1", "0.2", a keyword)."""
     return [(key.split(".", 1)[-1], d)   # ("input.1.0" -> "1.0")
-            for key, d in _failing_items(debug_name, debug_entry, bench_name, bench_entry, mode, False)]
+            for key, d in _failing_items(debug_name, debug_entry, bench_name, bench_entry, mode, False,
+                                         strict_dtype)]
 
 
 def failing_outputs(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
-                    mode: str) -> List[Tuple[str, dict]]:
+                    mode: str, strict_dtype: bool = False) -> List[Tuple[str, dict]]:
     """(key after the node name, "output.0", debug item) of each output that no longer passes by the same test
     as failing_inputs' (its own item checks, a NormRelativeErr at 10 %: an output carried in fails too)."""
-    return _failing_items(debug_name, debug_entry, bench_name, bench_entry, mode, True)
+    return _failing_items(debug_name, debug_entry, bench_name, bench_entry, mode, True, strict_dtype)
 
 
 def _failing_items(debug_name: str, debug_entry: Optional[dict], bench_name: str, bench_entry: Optional[dict],
-                   mode: str, outputs: bool) -> List[Tuple[str, dict]]:
+                   mode: str, outputs: bool, strict_dtype: bool = False) -> List[Tuple[str, dict]]:
     if not debug_entry or not bench_entry:
         return []
     side = 1 if outputs else 0
@@ -360,7 +374,7 @@ def _failing_items(debug_name: str, debug_entry: Optional[dict], bench_name: str
             continue
         it = _Item(key, outputs, d, b, "")
         it.fields = _fields_for(it, mode, None)
-        _item_checks(it, mode)
+        _item_checks(it, mode, strict_dtype)
         if _input_fails(it):
             out.append((key[cut_d:], d))
     return out

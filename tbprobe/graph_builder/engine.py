@@ -47,6 +47,7 @@ class Options:
     split: int = 1          # >1: one rank's row work is shared with a forked helper process
     comm_stubs: bool = True  # hand back the communication nodes (only needed to link several ranks)
     split_idle: float = 0.0  # split only when at least this many cores were idle while the files were read
+    strict_dtype: bool = False  # every dtype difference an error (the reference's rule); else floats: a note
 
 
 @dataclass
@@ -70,6 +71,7 @@ class RankSummary:
     unused_rules: Optional[Tuple[str, ...]] = None
     first_divergence_in: Optional[str] = None   # the module the first divergent operator ran in
     first_divergence_warning_only: bool = False  # chosen by rollup's warnings fallback (no error in the graph)
+    first_divergence_weight: bool = False  # chosen where a weight differs, no node of the graph flagged
 
 
 class Sink(Protocol):
@@ -217,7 +219,7 @@ def _compare_graph_pair(debug: Graph, bench: Graph, opts: Options) -> str:
             continue
         de = node.entry
         be = b.entry
-        res = compare_entries(node.name, de, b.name, be, mode, lookup)
+        res = compare_entries(node.name, de, b.name, be, mode, lookup, strict_dtype=opts.strict_dtype)
         node.precision = res.precision
         node.input_data = res.input_text
         node.output_data = res.output_text
@@ -269,6 +271,7 @@ def _prepare(debug: Graph, bench: Graph, opts: Options):
         raise TbprobeError(f"{debug.path} and {bench.path}: the two sides were dumped at levels {debug.level} and "
                            f"{bench.level}, which share no node; dump both at the same level (or one at mix)")
     match_graphs(debug, bench, fuzzy=opts.fuzzy, align=opts.align, layer_map=opts.layer_map, manual=opts.manual)
+    debug.strict_dtype = opts.strict_dtype   # (the first divergence's input tests grade as the compare did)
     lookup = _tensor_results(debug, bench, opts.tensor_workers).get if mode == "tensor" else None
     return mode, lookup
 
@@ -290,7 +293,8 @@ def _rows(debug: Graph, bench: Optional[Graph], mode: Optional[str], lookup, opt
         if b is not None and _compared(node, bench, debug):  # (a build has no matches: no call per node)
             entry = node.entry if node.has_entry else None
             be = b.entry if b.has_entry else None
-            res = compare_entries(node.name, entry, b.name, be, mode or "statistics", lookup, bench_texts=True)
+            res = compare_entries(node.name, entry, b.name, be, mode or "statistics", lookup, bench_texts=True,
+                                  strict_dtype=opts.strict_dtype)
             node.precision = res.precision
             node.worst_metric = res.metric
             node.inputs_ok = res.inputs_ok
@@ -510,7 +514,8 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
                        summary["first_divergence_order"], summary["first_overflow_order"],  # type: ignore[arg-type]
                        n_rows, levels=summary_levels, unused_rules=unused,
                        first_divergence_in=summary.get("first_divergence_in"),  # type: ignore[arg-type]
-                       first_divergence_warning_only=bool(summary.get("first_divergence_warning_only")))
+                       first_divergence_warning_only=bool(summary.get("first_divergence_warning_only")),
+                       first_divergence_weight=bool(summary.get("first_divergence_weight")))
 
 
 def _counts(graph: Graph, bench: Optional[Graph]) -> Dict[str, int]:

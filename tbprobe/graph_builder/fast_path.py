@@ -17,6 +17,7 @@ from math import isfinite
 from typing import List, Optional, Tuple
 
 from tbprobe.graph_builder import _rowtext
+from tbprobe.graph_builder.dtypes import mixed_precision
 from tbprobe.graph_builder.items import is_std_item, item_text, std_text
 from tbprobe.graph_builder.metrics import _stat, norm_warns
 
@@ -101,6 +102,15 @@ def _flag(slot: list, level: str, msg: str) -> None:
         msgs.append(msg)
 
 
+def _flag_dtype(slot: list, d_dtype, b_dtype, m_dtype: str, m_note: Optional[str]) -> None:
+    """Two differing dtypes: a note when both are floating point (mixed precision, compare.MSG_DTYPE_NOTE), else
+    (or with strict_dtype, m_note None) the error."""
+    if m_note is not None and mixed_precision(d_dtype, b_dtype):
+        _flag(slot, "pass", m_note)
+    else:
+        _flag(slot, "error", m_dtype)
+
+
 def _bad_stat(dv, bv) -> bool:
     """Debug Max/Min inf or nan while the bench's is a finite number."""
     return type(dv) is float and not isfinite(dv) and isinstance(bv, (int, float)) and \
@@ -111,7 +121,8 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
                   msgs_of, bench_texts: bool):
     """Statistics-mode compare of two entries made of plain items: (precision, input text, output text, worst
     output NormRelativeErr, inputs ok, bench texts or None), or None for the general path. `msgs_of` holds the
-    general path's messages (compare.py), so both paths say the same words."""
+    general path's messages (compare.py), so both paths say the same words; its eighth, the mixed-precision
+    note, is None with strict_dtype."""
     if ".parameters_grad" in debug_name or ".parameters_grad" in bench_name or be is None:
         return None
     # the common case in C: float statistics and plain scalars; the rest (ints or bools in statistics, big ints)
@@ -133,6 +144,7 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
     b_map = dict(b_in)
     b_map.update(b_out)
     m_dtype, m_shape, m_grad, m_inf, m_scalar = msgs_of[:5]
+    m_note = msgs_of[7]   # (None: strict_dtype, every dtype difference an error)
     # one slot per compared debug item: [key, is_output, base text, diffs, NormRelativeErr, grad, result, msgs];
     # a null debug item is its member text
     slots: List[list] = []
@@ -152,7 +164,7 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
                 if slot is not None:
                     if not exempt:
                         if d["dtype"] != b["dtype"]:
-                            _flag(slot, "error", m_dtype)
+                            _flag_dtype(slot, d["dtype"], b["dtype"], m_dtype, m_note)
                         if d["shape"] != b["shape"]:
                             _flag(slot, "error", m_shape)
                         if slot[5] == "False":
@@ -171,7 +183,7 @@ def compare_stats(debug_name: str, de: dict, bench_name: str, be: Optional[dict]
                         "True" if dg == bg else "False", "pass", None]
                 if not exempt:
                     if d["dtype"] != b["dtype"]:
-                        _flag(slot, "error", m_dtype)
+                        _flag_dtype(slot, d["dtype"], b["dtype"], m_dtype, m_note)
                     if d["shape"] != b["shape"]:
                         _flag(slot, "error", m_shape)
                     if dg != bg:

@@ -88,7 +88,7 @@ class Graph:
     """One side (NPU / Bench) of one step and rank."""
 
     __slots__ = ("side", "step", "rank", "root", "nodes", "task", "level", "framework", "dump_data_dir",
-                 "micro_steps", "edges", "path", "post")
+                 "micro_steps", "edges", "path", "post", "strict_dtype")
 
     def __init__(self, side: str, step: int, rank: int):
         self.side = side
@@ -104,6 +104,9 @@ class Graph:
         self.edges: Dict[str, Dict[str, str]] = {}   # consumer -> {input slot -> producer} (dataflow.json)
         self.path = ""
         self.post: Optional[List[Node]] = None   # post order, cached once the tree is final (assign_orders)
+        # (debug side of a compare) every dtype difference an error, as in the reference (`--strict-dtype`); else
+        # two floating-point dtypes are mixed precision, a note (compare.MSG_DTYPE_NOTE)
+        self.strict_dtype = False
 
     @property
     def graph_id(self) -> str:

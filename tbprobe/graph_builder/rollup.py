@@ -13,6 +13,10 @@ FINITE_IN_BAD_OUT = "critical"   # overflow_level's name for "inputs finite, an 
 # NormRelativeErr past the error rule's output bound (statistics), 1 - cosine past the cosine rule's drop (tensor)
 _STATS_DIVERGES = 0.5
 _TENSOR_DIVERGES = 0.1
+# a weight whose Norm differs from the bench's by this much (a fraction: 1 %) is a difference entering, not
+# rounding: a weight rounded to bf16 is about 0.1-0.2 % off, to fp16 less (a bf16 run against an fp32 run, the
+# same seed, differs in no weight at all at step 0 under autocast)
+_WEIGHT_DIFFERS = 0.01
 
 __all__ = ["roll_up", "first_divergence", "first_overflow", "findings_rows", "trace_back"]
 
@@ -65,7 +69,7 @@ def _first_divergence(graph: Graph, mode: Optional[str] = None) -> Tuple[Optiona
 
     ordered = _leaves_in_exec_order(graph)
     diverging = [n for n in ordered if diverges(n)]
-    earlier = _EarlierOutputs(ordered, mode or graph.task)
+    earlier = _EarlierOutputs(ordered, mode or graph.task, graph.strict_dtype)
     for node in diverging:
         if node.inputs_ok:
             return node, RULE_INPUTS_PASS
@@ -76,6 +80,12 @@ def _first_divergence(graph: Graph, mode: Optional[str] = None) -> Tuple[Optiona
         return errors[0], RULE_EARLIEST_ERROR
     if diverging:
         return diverging[0], RULE_EARLIEST_DIVERGING
+    # No error: a weight a few percent off moves the outputs after it by a few percent, which no rule flags,
+    # while a bf16 run against an fp32 one is full of tenfold warnings on tiny amplifications (0.0003 % -> 0.03 %)
+    # before it: the earliest node whose inputs pass and a weight of which differs is where the difference enters
+    for node in ordered:
+        if node.inputs_ok and node.precision is not None and _differing_weights(graph, node):
+            return node, RULE_DIFFERENCE_ENTERS
     # No error and no output past the bound, but warnings: a small difference (bf16 for one layer, a weight a few
     # percent off) said "first divergent node: none" where msprobe's graph, opened in the plugin, named its
     # earliest warning. The first warning whose inputs pass, else the earliest warning.
@@ -84,6 +94,34 @@ def _first_divergence(graph: Graph, mode: Optional[str] = None) -> Tuple[Optiona
         if node.inputs_ok:
             return node, RULE_INPUTS_PASS
     return (warnings[0], RULE_EARLIEST_WARNING) if warnings else (None, None)
+
+
+def _differing_weights(graph: Graph, node: Node) -> List[Tuple[str, dict]]:
+    """(slot, debug item) of the weights of `node` whose Norm differs from the bench's by _WEIGHT_DIFFERS or
+    more: its parameters ("parameters.weight"), and with the collector's data flow, not at L0, a forward call's
+    tensor input that trains and that no recorded call made (a weight passed as an argument, "1")."""
+    bench = node.match
+    if bench is None or not node.has_entry or not bench.has_entry or not node.entry or not bench.entry:
+        return []
+    from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
+
+    leaves = bool(graph.edges) and ".forward" in node.name and graph.level != "L0"
+    flow = (graph.edges.get(node.name) or {}) if leaves else {}
+    cut_d, cut_b = len(node.name) + 1, len(bench.name) + 1
+    b_map = {k[cut_b:]: v for k, v in flatten_entry(bench.name, bench.entry)[0]}
+    out = []
+    for key, d in flatten_entry(node.name, node.entry)[0]:
+        suffix = key[cut_d:]
+        b = b_map.get(suffix)
+        if not is_tensor_item(d) or not is_tensor_item(b):
+            continue
+        slot = suffix if suffix.startswith("parameters.") else suffix.split(".", 1)[-1]
+        weight = suffix.startswith("parameters.") or (
+            leaves and slot not in flow and d.get("requires_grad") is True)
+        dn, bn = _stat(d.get("Norm")), _stat(b.get("Norm"))
+        if weight and dn is not None and bn is not None and bn != 0 and abs(dn - bn) / abs(bn) >= _WEIGHT_DIFFERS:
+            out.append((slot, d))
+    return out
 
 
 def _past_bound(n: Node, task: str) -> bool:
@@ -150,9 +188,10 @@ class _EarlierOutputs:
     another order) and that output no longer passes itself (a view of a passing output carries no difference
     in). Max equal to Min is no evidence (_bounds_key)."""
 
-    def __init__(self, ordered: List[Node], mode: str):
+    def __init__(self, ordered: List[Node], mode: str, strict_dtype: bool = False):
         self._ordered = ordered
         self._mode = mode
+        self._strict = strict_dtype
         self._next = 0
         self._seen: Dict[tuple, List[Tuple[Optional[float], Optional[float], Node, str]]] = {}
         self._failing: Dict[str, set] = {}   # node name -> its output keys that no longer pass
@@ -165,7 +204,7 @@ class _EarlierOutputs:
             bench = node.match
             failing = set() if bench is None else {k for k, _ in failing_outputs(
                 node.name, node.entry if node.has_entry else None, bench.name,
-                bench.entry if bench.has_entry else None, self._mode)}
+                bench.entry if bench.has_entry else None, self._mode, self._strict)}
             self._failing[node.name] = failing
         return key in failing
 
@@ -207,7 +246,7 @@ def _nothing_carried_in(graph: Graph, node: Node, mode: str, earlier: Optional[_
     from tbprobe.graph_builder.items import is_tensor_item
 
     failing = failing_inputs(node.name, node.entry if node.has_entry else None, node.match.name,
-                             node.match.entry if node.match.has_entry else None, mode)
+                             node.match.entry if node.match.has_entry else None, mode, graph.strict_dtype)
     if not failing:
         return False
     leaves = bool(graph.edges) and ".forward" in node.name and graph.level != "L0"
@@ -282,6 +321,9 @@ def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple]
                   "warning_only": is_warning_only(div, rule, graph.task),
                   "worst_output": _worst_output(div, mode or graph.task),
                   "enters": _entering(graph, div, mode or graph.task) if rule == RULE_DIFFERENCE_ENTERS else []}
+        # (no node of the graph flagged: a weight differs where it was chosen, below every rule's bound)
+        summary["first_divergence_weight"] = rule == RULE_DIFFERENCE_ENTERS and not div.precision and \
+            not _past_bound(div, graph.task)
         rows.append((graph.graph_id, "first_divergence", div.name, div.exec_order, json.dumps(detail)))
         summary["first_divergence"], summary["first_divergence_order"] = div.name, div.exec_order
         summary["first_divergence_warning_only"] = detail["warning_only"]
@@ -317,5 +359,7 @@ def _entering(graph: Graph, node: Node, mode: str) -> List[Dict[str, str]]:
     from tbprobe.graph_builder.items import is_tensor_item
 
     failing = failing_inputs(node.name, node.entry if node.has_entry else None, node.match.name,
-                             node.match.entry if node.match.has_entry else None, mode)
+                             node.match.entry if node.match.has_entry else None, mode, graph.strict_dtype)
+    if not failing:   # (chosen for a weight a few percent off, below the inputs' 10 % bound)
+        return [{"slot": slot, "kind": "leaf"} for slot, _ in _differing_weights(graph, node)]
     return [{"slot": slot, "kind": "leaf" if is_tensor_item(item) else "argument"} for slot, item in failing]

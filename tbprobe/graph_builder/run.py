@@ -146,7 +146,8 @@ SPLIT_IDLE = 0.5
 
 def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check: bool = False, fuzzy: bool = False,
               layer_mapping: Optional[Mapping] = None, parallel: bool = True, align: bool = True,
-              manual: Optional[Mapping[str, str]] = None, progress: bool = True) -> GraphResult:
+              manual: Optional[Mapping[str, str]] = None, progress: bool = True,
+              strict_dtype: bool = False) -> GraphResult:
     """Build (bench None) or compare (bench given) and write one .vis.db under out_dir."""
     out = _check_out_dir(out_dir)
     debug_dirs = discover(debug)
@@ -156,7 +157,7 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
     opts = Options(overflow_check=overflow_check, fuzzy=fuzzy, align=align, layer_map=layer_mapping,
                    manual=manual, tensor_workers=(os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1,
                    split=min(2, os.cpu_count() or 1) if parallel and len(pairs) == 1 else 1,
-                   split_idle=SPLIT_IDLE,
+                   split_idle=SPLIT_IDLE, strict_dtype=strict_dtype,
                    comm_stubs=len(pairs) > 1)
     graph_type = "compare" if bench else "build"
     ts = time.strftime("%Y%m%d%H%M%S")
@@ -335,6 +336,7 @@ def _summary(results: List[RankSummary], path: Path, seconds: float) -> Dict[str
     first_in = chosen.first_divergence_in if chosen else None
     total.update({"graphs": len(results), "first_divergence": first_div, "first_divergence_in": first_in,
                   "first_divergence_warning_only": bool(chosen and chosen.first_divergence_warning_only),
+                  "first_divergence_weight": bool(chosen and chosen.first_divergence_weight),
                   "first_overflow": first_ovf, "output": str(path), "seconds": round(seconds, 3)})
     return total
 
@@ -352,7 +354,8 @@ def _first_of(results: List[RankSummary], kind: str) -> Optional[str]:
 
 def _earliest(found: List[RankSummary], kind: str) -> RankSummary:
     # (within a step, a rank's warning-only finding never outranks another rank's error, however early)
-    return min(found, key=lambda r: (r.step, bool(getattr(r, f"{kind}_warning_only", False)),
+    return min(found, key=lambda r: (r.step, bool(getattr(r, f"{kind}_warning_only", False))
+                                     or bool(getattr(r, f"{kind}_weight", False)),
                                      _order(getattr(r, f"{kind}_order")), r.rank))
 
 
@@ -370,6 +373,9 @@ def format_summary(result: GraphResult) -> str:
         if s.get("first_divergence_warning_only"):
             # (the reference's tenfold rule warns on tiny amplifications too: a warning alone may be noise)
             inside += " (a warning: no node of that step is an error)"
+        elif s.get("first_divergence_weight"):
+            # (a weight a few percent off: below every rule's bound, and the only difference that is no rounding)
+            inside += " (a weight differs here; no node of that step is an error)"
         lines.append(f"  first divergent node: {s['first_divergence'] or 'none'}{inside}")
     if s.get("overflow") or s.get("first_overflow") or s.get("overflow_check"):   # (-oc: said even with none)
         # (the first overflow is where one starts: finite inputs, an inf/nan output; the other overflow levels are

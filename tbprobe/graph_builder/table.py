@@ -67,7 +67,7 @@ def table_rows(debug: Graph, bench: Graph, mode: str) -> List[List[str]]:
         b = node.match
         entry = node.entry
         if b is not None and (node.input_data is None and node.output_data is None):
-            res = compare_entries(node.name, entry, b.name, b.entry, mode)
+            res = compare_entries(node.name, entry, b.name, b.entry, mode, strict_dtype=debug.strict_dtype)
             ind, outd = json.loads(res.input_text), json.loads(res.output_text)
         elif node.input_data is not None or node.output_data is not None:
             ind, outd = json.loads(node.input_data or "{}"), json.loads(node.output_data or "{}")
@@ -115,12 +115,12 @@ def table_rows(debug: Graph, bench: Graph, mode: str) -> List[List[str]]:
 
 def write_table(debug: str, bench: str, out_dir: str, *, xlsx: bool = False, fuzzy: bool = False,
                 layer_mapping: Optional[Mapping] = None, align: bool = True,
-                manual: Optional[Mapping[str, str]] = None) -> Tuple[Path, int]:
+                manual: Optional[Mapping[str, str]] = None, strict_dtype: bool = False) -> Tuple[Path, int]:
     """Write compare_result_<ts>.csv (or .xlsx); several steps/ranks go into one file with Step/Rank columns
     in front. Returns (path, number of data rows)."""
     out = _check_out_dir(out_dir)
     pairs = pair_rank_dirs(discover(debug), discover(bench), debug, bench)
-    opts = Options(fuzzy=fuzzy, align=align, layer_map=layer_mapping, manual=manual)
+    opts = Options(fuzzy=fuzzy, align=align, layer_map=layer_mapping, manual=manual, strict_dtype=strict_dtype)
     all_rows: List[List[str]] = []
     header: Optional[List[str]] = None
     multi = len(pairs) > 1

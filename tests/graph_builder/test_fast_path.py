@@ -71,6 +71,13 @@ def _entry(rng: random.Random, plain: bool) -> dict:
     return entry
 
 
+# bench dtypes against the debug side's float32 / bfloat16: floats (mixed precision, graded by the numbers with a
+# note) and other kinds (an error); the C test (float_dtype) must read each as dtypes.float_dtype does
+_OTHER_DTYPES = ("torch.float16", "torch.float32", "torch.bfloat16", "torch.float64", "torch.float8_e4m3fn", "Float16",
+                 "float64", "torch.half", "torch.double", "torch.int64", "torch.bool", "torch.complex64",
+                 "torch.cfloat", "torch.qint8", "torch.floaty", "torch.flo", "torch.halfx", "DOUBLE", "torch.fl\u00f6at")
+
+
 def _perturb(rng: random.Random, entry: dict, plain: bool) -> dict:
     """The bench twin: the same layout with other numbers, sometimes other dtypes, shapes or values."""
     def item(x):
@@ -86,6 +93,8 @@ def _perturb(rng: random.Random, entry: dict, plain: bool) -> dict:
             y["value"] = _scalar(rng, plain)["value"]
         if not plain and rng.random() < 0.1 and "dtype" in y:
             y["dtype"] = "torch.float16"
+        elif rng.random() < 0.15 and "dtype" in y:   # mixed precision (a note) and other kinds of value (an error)
+            y["dtype"] = rng.choice(_OTHER_DTYPES)
         if not plain and rng.random() < 0.1 and "shape" in y:
             y["shape"] = [9]
         if not plain and rng.random() < 0.1 and "requires_grad" in y:
@@ -117,8 +126,9 @@ def _fields(res):
     return (res.precision, res.input_text, res.output_text, res.metric, res.inputs_ok, res.bench_texts)
 
 
+@pytest.mark.parametrize("strict", [False, True])
 @pytest.mark.parametrize("plain", [True, False])
-def test_compare_fast_path_matches_general_path(monkeypatch, plain):
+def test_compare_fast_path_matches_general_path(monkeypatch, plain, strict):
     rng = random.Random(7 if plain else 11)
     taken = 0
     in_c = []         # what the C compare (compare_plain) took or handed back
@@ -127,20 +137,26 @@ def test_compare_fast_path_matches_general_path(monkeypatch, plain):
     monkeypatch.setattr(fast_path, "_compare_plain", lambda *a: in_c.append(real_plain(*a)) or in_c[-1])
     monkeypatch.setattr(fast_path, "_float_slot", lambda *a: float_slots.append(real_float_slot(*a)) or
                         float_slots[-1])
+    notes = 0
     for _ in range(3000):
         name = rng.choice(_NAMES)
         de = _entry(rng, plain)
         be = _perturb(rng, de, plain)
-        fast = compare_entries(name, de, name, be, "statistics", bench_texts=True)
-        general = _general(monkeypatch, name, de, name, be, "statistics", bench_texts=True)
+        fast = compare_entries(name, de, name, be, "statistics", bench_texts=True, strict_dtype=strict)
+        general = _general(monkeypatch, name, de, name, be, "statistics", bench_texts=True, strict_dtype=strict)
+        notes += "mixed precision" in fast.input_text + fast.output_text
         f, g = _fields(fast), _fields(general)
         # NaN metrics compare unequal to themselves: compare them as text
         assert repr(f) == repr(g), (name, de, be)
-        if fast_path.compare_stats(name, de, name, be, False, False, compare_mod._FAST_MSGS, True) is not None:
+        msgs = compare_mod._FAST_MSGS_STRICT if strict else compare_mod._FAST_MSGS
+        if fast_path.compare_stats(name, de, name, be, False, False, msgs, True) is not None:
             taken += 1
     # the fast path must actually run on plain entries (and on a good share of the hostile ones), nearly all of
     # the plain ones in C
     assert taken > (2500 if plain else 300)
+    # floating-point dtypes that differ are a note, by default only (and the C compare wrote some of them)
+    noted_in_c = sum(r is not None and "mixed precision" in r[1] + r[2] for r in in_c)
+    assert (notes == 0 and noted_in_c == 0) if strict else (notes > 30 and noted_in_c > 0)
     took = sum(r is not None for r in in_c)
     assert took > (4500 if plain else 300)
     if not plain:  # the Python part takes what C hands back: ints and bools in statistics, NaN/inf and more

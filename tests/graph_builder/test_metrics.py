@@ -79,5 +79,10 @@ def test_statistics_rules():
     assert compare_entries(name, entry(1.0, 1.0), name, entry(1.0, 1.0), "statistics").precision == 0
     assert compare_entries(name, entry(1.0, 2.0), name, entry(1.0, 1.0), "statistics").precision == 1
     assert compare_entries(name, entry(1.02, 1.5), name, entry(1.0, 1.0), "statistics").precision == 0.5
-    assert compare_entries(name, entry(1.0, 1.0, "torch.bfloat16"), name, entry(1.0, 1.0),
+    # two floating-point dtypes (mixed precision) are graded by the numbers, with a note; --strict-dtype: an error
+    res = compare_entries(name, entry(1.0, 1.0, "torch.bfloat16"), name, entry(1.0, 1.0), "statistics")
+    assert res.precision == 0 and "mixed precision" in res.output_text
+    assert compare_entries(name, entry(1.0, 1.0, "torch.bfloat16"), name, entry(1.0, 1.0), "statistics",
+                           strict_dtype=True).precision == 1
+    assert compare_entries(name, entry(1.0, 1.0, "torch.int64"), name, entry(1.0, 1.0),
                            "statistics").precision == 1

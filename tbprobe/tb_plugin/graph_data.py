@@ -83,7 +83,7 @@ class GraphData:
                 entries = [e for files in catalog.scan(self.logdir).values() for e in files if e.format == "db"]
                 paths = [os.path.join(root, e.file) if e.run == "." else os.path.join(root, e.run, e.file)
                          for e in entries]
-                chosen = next((e for e, p in zip(entries, paths) if self._graph_type(p)[0] == "compare"),
+                chosen = next((e for e, p in zip(entries, paths) if self._graph_type(p, set())[0] == "compare"),
                               entries[0] if entries else None)
                 if chosen is None:
                     return
@@ -147,25 +147,33 @@ class GraphData:
     def runs(self) -> dict:
         out = []
         root = os.path.realpath(self.logdir)
+        listed: set = set()
         for run, entries in catalog.scan(self.logdir).items():
             files = []
             for e in entries:
                 item = {"file": e.file, "format": e.format, "size": e.size, "mtime": e.mtime, "graph_type": None}
                 path = os.path.join(root, e.file) if run == "." else os.path.join(root, run, e.file)
-                graph_type, error = self._graph_type(path)
+                graph_type, error = self._graph_type(path, listed)
                 item["graph_type"] = graph_type
                 if error:
                     item["error"] = error
                 files.append(item)
             out.append({"run": run, "files": files})
+        with self._types_lock:
+            # The cache holds the files of the latest listing, whatever their number: it was cleared whenever it
+            # passed 10,000 entries, so a log directory of more files opened every one of them on every listing.
+            for ident in [k for k in self._types if k not in listed]:
+                del self._types[ident]
         return {"runs": out}
 
-    def _graph_type(self, path: str):
-        """(graph_type, error) of a listed file, cached by identity; listing never evicts opened graphs."""
+    def _graph_type(self, path: str, listed: set):
+        """(graph_type, error) of a listed file, cached by identity (added to ``listed``); listing never evicts
+        opened graphs."""
         try:
             ident = file_identity(path)
         except OSError as exc:
             return None, str(exc)
+        listed.add(ident)
         with self._types_lock:
             if ident in self._types:
                 return self._types[ident]
@@ -186,8 +194,6 @@ class GraphData:
         except (ApiError, OSError) as exc:
             found = (None, getattr(exc, "message", str(exc)))
         with self._types_lock:
-            if len(self._types) > 10000:
-                self._types.clear()
             self._types[ident] = found
         return found
 

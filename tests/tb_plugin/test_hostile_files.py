@@ -134,3 +134,31 @@ def test_a_database_truncated_in_place_during_the_index_scan_is_a_400_not_a_sigb
                           env=env, cwd=REPO, timeout=120)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])   # -7: SIGBUS
     assert proc.stdout.strip() == "400 g.vis.db: database read failed (database disk image is malformed)", proc.stdout
+
+
+def test_a_second_listing_of_more_than_10000_files_opens_none_of_them(tmp_path, monkeypatch):
+    """The listing's graph-type cache was cleared whenever it passed 10,000 entries: a log directory of 10,050
+    runs opened every database on every /api/runs (2.7 s a call, measured with a real server). GraphData.runs()
+    is what the route answers (the app's start-up warm-up would open files of its own meanwhile)."""
+    from tbprobe.tb_plugin import graph_data
+    source = os.path.join(os.path.dirname(__file__), "..", "fixtures", "msprobe-26.2.0", "outputs", "build")
+    db = os.path.join(source, os.listdir(source)[0])
+    for i in range(10_050):
+        os.makedirs(tmp_path / f"run{i:05d}")
+        os.link(db, tmp_path / f"run{i:05d}" / "build.vis.db")
+    opened = []
+    real_open = graph_data.open_readonly
+    monkeypatch.setattr(graph_data, "open_readonly", lambda path: opened.append(path) or real_open(path))
+    data = graph_data.GraphData(str(tmp_path))
+    runs = data.runs()["runs"]
+    assert len(runs) == 10_050 and all(f["graph_type"] == "build" for r in runs for f in r["files"])
+    assert len(opened) == 10_050
+    opened.clear()
+    assert len(data.runs()["runs"]) == 10_050 and opened == []
+    # a file that changed is opened again, and the entry of its old version dropped
+    os.unlink(tmp_path / "run00007" / "build.vis.db")
+    (tmp_path / "run00007" / "build.vis.db").write_bytes(b"not a database")
+    listed = {r["run"]: r["files"][0] for r in data.runs()["runs"]}
+    assert len(opened) == 1 and opened[0].endswith("run00007/build.vis.db")
+    assert listed["run00007"]["graph_type"] is None and "not a" in listed["run00007"]["error"]
+    assert len(data._types) == 10_050

@@ -207,10 +207,14 @@ def divergence_why(graph_file, step: int, rank: int, found: dict) -> dict:
     differs: List[dict] = []
     inputs_match = True
     for key, fields in (inputs.items() if isinstance(inputs, dict) else ()):
-        if not isinstance(fields, dict) or not _fails(fields):
+        if not isinstance(fields, dict):
             continue
         suffix = _suffix(name, key)
         head, _, slot = suffix.partition(".")
+        # (the builder's `enters` also names a weight a few percent off, under the 10 % that _fails tests: the
+        # first divergence of a graph without an error)
+        if not _fails(fields) and not ((head == "input" and slot in entering) or suffix in entering):
+            continue
         if head != "input":
             kind = "parameter"
         elif not _is_tensor(fields):

@@ -116,3 +116,15 @@ def test_a_rank_with_no_divergence_of_its_own_points_at_the_runs_first(tmp_path)
         assert status == 200, body
         assert (body["first_divergence"] or {}).get("name") == own
         assert body["run_first_divergence"] == {"step": 1, "rank": 1, "name": FC, "exec_order": 1}
+
+
+def test_a_weight_a_few_percent_off_is_named_though_under_the_10_percent_bound(tmp_path):
+    """A graph with no error whose first divergence is where a weight 5 % off enters (a bf16 run with one
+    planted weight): the weight is under the 10 % an input must pass to fail, and was missing from `differs`
+    (the page said the inputs match and named nothing)."""
+    file = _built(tmp_path, weighted_rank, 1.05, 1.0)
+    first = _first(tmp_path, file)
+    assert first["name"] == FC and first["level"] == "pass"
+    why = first["why"]
+    assert why["rule"] == "difference_enters" and why["flagged"] is False
+    assert why["differs"] == [{"key": "parameters.weight", "kind": "parameter"}]

@@ -88,6 +88,21 @@ def _check_scope_name(where: str, name: str, level: str) -> None:
                      "Functional.linear.0.forward)")
 
 
+def _check_dump_folder(path: str) -> None:
+    """Refuse, when the debugger is made, a dump_path that an existing file (or a FIFO, a device) holds or that
+    lies under one: start() said "not writable (File exists)" only later, and a config check said ok."""
+    here = os.path.abspath(path)
+    while not os.path.lexists(here):
+        parent = os.path.dirname(here)
+        if parent == here:
+            return
+        here = parent
+    if not os.path.isdir(here):
+        if os.path.abspath(path) == here:
+            _fail("dump_path", f"{path} is an existing file, not a folder")
+        _fail("dump_path", f"{path}: {here} is a file, not a folder")
+
+
 def _int_list(where: str, value: Any, allow_ranges: bool) -> Tuple[int, ...]:
     if value is None:
         return ()
@@ -152,6 +167,7 @@ def parse_config(raw: Dict[str, Any], task: Optional[str] = None, dump_path: Opt
     cfg.dump_path = dump_path if dump_path is not None else raw.get("dump_path", cfg.dump_path)
     if not isinstance(cfg.dump_path, str) or not cfg.dump_path.strip():
         _fail("dump_path", "must be a non-empty string")
+    _check_dump_folder(cfg.dump_path)
     cfg.level = _choice("level", level if level is not None else raw.get("level", "L1"), LEVELS)
     if cfg.task == "structure" and cfg.level not in ("L0", "mix"):
         # as the reference: the structure is the modules' and the operators' (an L1 structure is a flat list of
@@ -212,6 +228,10 @@ def load_config(config_path: Optional[str], **overrides: Any) -> CollectorConfig
     """Read and validate config.json (or only the overrides when no path is given)."""
     raw: Dict[str, Any] = {}
     if config_path is not None:
+        if os.path.isdir(config_path):
+            raise TbprobeError(f"{config_path}: a folder, not a config file")
+        if os.path.exists(config_path) and not os.path.isfile(config_path):   # (a FIFO would block the read)
+            raise TbprobeError(f"{config_path}: not a regular file (a FIFO, a device or a socket)")
         if not os.path.isfile(config_path):
             raise TbprobeError(f"{config_path}: config file not found")
         try:

@@ -166,3 +166,41 @@ def test_task_structure_records_at_l0_or_mix_as_msprobe(level, becomes, caplog):
     assert ("becomes mix" in caplog.text) == (level != becomes)
     caplog.clear()
     assert parse_config({"task": "structure"}).level == "mix" and "becomes" not in caplog.text   # (its default)
+
+
+def test_a_dump_path_held_by_a_file_is_refused_when_the_debugger_is_made(tmp_path):
+    """An existing regular file as dump_path (or a file above it) was taken at construction and by `tbprobe config
+    check`; start() then said 'not writable (File exists)'."""
+    import subprocess
+    import sys
+
+    from tbprobe import PrecisionDebugger
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"task": "statistics", "dump_path": str(afile), "step": [0]}))
+    with pytest.raises(TbprobeError) as err:
+        PrecisionDebugger(config_path=str(cfg))
+    assert str(err.value) == f"config dump_path: {afile} is an existing file, not a folder"
+    with pytest.raises(TbprobeError) as err:
+        PrecisionDebugger(dump_path=str(afile / "dump"), level="L1", step=[0])
+    assert str(err.value) == f"config dump_path: {afile / 'dump'}: {afile} is a file, not a folder"
+    out = subprocess.run([sys.executable, "-m", "tbprobe", "config", "check", str(cfg)], capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and out.stderr == f"tbprobe: error: config dump_path: {afile} is an existing file, " \
+                                                 "not a folder\n"
+    # a folder, or a path not made yet, is taken as before
+    assert parse_config({"dump_path": str(tmp_path)}).dump_path == str(tmp_path)
+    assert parse_config({"dump_path": str(tmp_path / "new" / "dump")}).dump_path == str(tmp_path / "new" / "dump")
+
+
+def test_a_config_path_that_is_a_folder_or_a_fifo_says_so(tmp_path):
+    with pytest.raises(TbprobeError) as err:
+        load_config(str(tmp_path))
+    assert str(err.value) == f"{tmp_path}: a folder, not a config file"
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TbprobeError) as err:
+        load_config(str(fifo))    # (never opened: it would block)
+    assert str(err.value) == f"{fifo}: not a regular file (a FIFO, a device or a socket)"

@@ -23,14 +23,22 @@ from tbprobe.errors import TbprobeError
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def test_unwritable_dump_path_is_clear_error_at_start(tmp_path):
+def test_unwritable_dump_path_is_clear_error_at_start(tmp_path, monkeypatch):
     from tbprobe import PrecisionDebugger
 
-    blocker = tmp_path / "a_file"
-    blocker.write_text("x")
-    dbg = PrecisionDebugger(dump_path=str(blocker / "dump"), level="L1", step=[0])
-    with pytest.raises(TbprobeError, match="not writable"):
+    # (a file above dump_path is refused when the debugger is made, test_config.py; here the folder is made but
+    # refuses the write probe, as a read-only one does for a user who is not root)
+    dbg = PrecisionDebugger(dump_path=str(tmp_path / "dump"), level="L1", step=[0])
+    real_open = open
+
+    def refusing_open(path, *args, **kwargs):
+        if ".tbprobe-write-test-" in str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr("builtins.open", refusing_open)
+    with pytest.raises(TbprobeError, match="dump_path .*dump: not writable \\(Permission denied\\)"):
         dbg.start()
+    monkeypatch.undo()
     dbg.close()
 
 

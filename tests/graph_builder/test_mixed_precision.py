@@ -108,3 +108,27 @@ def test_an_fp16_overflow_is_named(dumps, tmp_path):
     assert summary["first_divergence"] == f"step 0 rank 0: {PLANTED}"
     planted = next(p for name, p, _ in rows if name == PLANTED)
     assert planted == 1
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_the_command_lines_take_strict_dtype(dumps, tmp_path, strict):
+    flag = ["--strict-dtype"] if strict else []
+    base = [sys.executable, "-m", "tbprobe.graph_builder"]
+    graph = subprocess.run(base + ["graph", "-tp", dumps["bf16"], "-gp", dumps["fp32"], "-q", "-o",
+                                   str(tmp_path / "g")] + flag, capture_output=True, text=True, timeout=120)
+    assert graph.returncode == 0, graph.stderr
+    errors = int(graph.stdout.split(" error ", 1)[1].split(",", 1)[0])
+    assert (errors > 30) if strict else (errors == 0), graph.stdout
+    table = subprocess.run(base + ["compare", "-tp", dumps["bf16"], "-gp", dumps["fp32"], "-o", str(tmp_path / "t")]
+                           + flag, capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0, table.stderr
+    import csv
+    (path,) = glob.glob(str(tmp_path / "t" / "compare_result_*.csv"))
+    with open(path, newline="") as f:
+        rows = {r["NPU Name"]: r for r in csv.DictReader(f)}
+    row = rows["Functional.linear.0.forward.output.0"]
+    assert (row["NPU Dtype"], row["Bench Dtype"]) == ("torch.bfloat16", "torch.float32")
+    if strict:
+        assert row["Result"] == "error" and "The dtype of NPU differs" in row["Err_message"]
+    else:
+        assert row["Result"] == "pass" and "mixed precision" in row["Err_message"]

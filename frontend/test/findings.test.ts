@@ -36,6 +36,15 @@ describe("the first divergence says why it was chosen", () => {
       + "differ already: input.0");
   });
 
+  it("says a warning chosen for want of an error is a warning only (a healthy bf16 run against fp32)", () => {
+    const gelu: FirstDivergence = { name: "Functional.gelu.0.forward", order: 24, precision: 0.5, level: "warning",
+      path: ["DefaultModel", "Functional.gelu.0.forward"], why: { rule: "inputs_pass", flagged: true,
+        worst_output: { metric: "NormRelativeErr", value: 0.02534 }, inputs_match: true, differs: [], warning_only: true } };
+    expect(divergenceReason(gelu)).toBe("First divergence: its inputs match the bench, its output differs "
+      + "(NormRelativeErr 0.0253 %); a warning only: no node of this step is an error (the tenfold rule also warns "
+      + "on rounding, as in a bf16 run against an fp32 one)");
+  });
+
   it("when the page goes there (a notice), after showing the node", async () => {
     const ctx = ctxWith(MUL);
     const view = new CompareView(ctx);

@@ -184,8 +184,10 @@ def divergence_why(graph_file, step: int, rank: int, found: dict) -> dict:
     # (drawn as flagged, a warning as much as an error: the stored word is the builder's "precision is an error",
     # and a warning node, yellow on the page, was said to be "drawn as passing")
     flagged = found.get("level") in ("error", "warning")
+    # (warning_only: the builder's warnings fallback, no node of that step an error: a bf16 run against an fp32
+    # one warns on rounding through the tenfold rule, and the page read such a warning as a divergence)
     why: Dict[str, object] = {"rule": rule, "flagged": flagged, "worst_output": None, "inputs_match": None,
-                              "differs": []}
+                              "differs": [], "warning_only": detail.get("warning_only") is True}
     try:
         row = graph_file.node(step, rank, "NPU", name)
     except ApiError:

@@ -128,3 +128,16 @@ def test_a_weight_a_few_percent_off_is_named_though_under_the_10_percent_bound(t
     why = first["why"]
     assert why["rule"] == "difference_enters" and why["flagged"] is False
     assert why["differs"] == [{"key": "parameters.weight", "kind": "parameter"}]
+
+
+def test_a_warning_chosen_for_want_of_an_error_says_so(tmp_path):
+    """The builder's warnings fallback (no node of the step an error: a healthy bf16 run against fp32, where the
+    tenfold rule warns on rounding) stores warning_only; the page read that warning as a divergence."""
+    file = _built(tmp_path, weighted_rank, 3.0, 1.0)
+    assert _first(tmp_path, file)["why"]["warning_only"] is False
+    with sqlite3.connect(tmp_path / "logs" / file) as conn:
+        (detail,), = conn.execute("SELECT detail FROM tbprobe_findings WHERE kind = 'first_divergence'")
+        conn.execute("UPDATE tbprobe_findings SET detail = ? WHERE kind = 'first_divergence'",
+                     (json.dumps(dict(json.loads(detail), warning_only=True)),))
+    conn.close()
+    assert _first(tmp_path, file)["why"]["warning_only"] is True

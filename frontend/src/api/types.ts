@@ -202,6 +202,8 @@ export interface DivergenceWhy {
   /** every tensor input passes (parameters and non-tensor arguments aside) */
   inputs_match: boolean | null;
   differs: { key: string; kind: "parameter" | "argument" | "leaf" | "input"; debug?: unknown; bench?: unknown }[];
+  /** a warning chosen because no node of that step is an error (older servers leave it out) */
+  warning_only?: boolean;
 }
 
 export interface FirstDivergence {

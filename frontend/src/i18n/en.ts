@@ -110,6 +110,7 @@ export const en = {
   fdOutputDiffers: "its output differs ({worst})",
   fdEarliestError: "the earliest error in execution order (output: {worst})",
   fdEarliestWarning: "the earliest warning in execution order (output: {worst})",
+  fdWarningOnly: "a warning only: no node of this step is an error (the tenfold rule also warns on rounding, as in a bf16 run against an fp32 one)",
   fdEarliestDiverging: "no node whose inputs match diverges; the earliest whose output differs ({worst})",
   fdDiffers: "a parameter or argument differs",
   fdInputsDiffer: "its inputs differ already",

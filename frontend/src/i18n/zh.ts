@@ -112,6 +112,7 @@ export const zh: Record<MessageKey, string> = {
   fdOutputDiffers: "其输出不一致（{worst}）",
   fdEarliestError: "执行顺序中最早的错误（输出：{worst}）",
   fdEarliestWarning: "执行顺序中最早的告警（输出：{worst}）",
+  fdWarningOnly: "仅为告警：该步没有节点为错误（十倍规则对舍入误差也会告警，如 bf16 运行对比 fp32 运行）",
   fdEarliestDiverging: "没有输入一致而输出不一致的节点；这是最早输出不一致的节点（{worst}）",
   fdDiffers: "有参数或实参不同",
   fdInputsDiffer: "其输入已不一致",

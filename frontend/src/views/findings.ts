@@ -36,6 +36,8 @@ export function divergenceReason(f: FirstDivergence): string {
   const parts: string[] = [];
   const key = (why.rule && RULE_TEXT[why.rule]) || (why.inputs_match ? "fdInputsPass" : "fdOutputDiffers");
   parts.push(fill(t(key), worst));
+  // (a bf16 run against an fp32 one: the tenfold rule warns on rounding, which read as a divergence)
+  if (why.warning_only) parts.push(t("fdWarningOnly"));
   const own = why.differs.filter((d) => d.kind !== "input").map((d) => {
     if (d.kind === "argument" && d.debug !== undefined && d.debug !== null) {
       return `${d.key} (${String(d.debug)} ${t("fdVersus")} ${d.bench === undefined || d.bench === null ? "—" : String(d.bench)})`;

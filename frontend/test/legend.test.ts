@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { describe, expect, it, vi } from "vitest";
 import type { NodeColors } from "../src/api/types";
-import { DEFAULT_LEGEND } from "../src/render/colors";
+import { DEFAULT_LEGEND, LIGHT } from "../src/render/colors";
 import { defaultState, Store } from "../src/state/state";
 import type { AppContext } from "../src/views/context";
 import type { GraphView } from "../src/views/graphView";
@@ -20,7 +20,7 @@ describe("legend recolouring", () => {
     const saveLegend = vi.fn(async () => ({}));
     const ctx = {
       store: new Store(defaultState()), api: { saveLegend }, meta: () => ({ graph_type: "compare" }),
-      legend: () => legend, setLegend: (c: NodeColors) => (legend = c), error: vi.fn(),
+      legend: () => legend, theme: () => LIGHT, setLegend: (c: NodeColors) => (legend = c), error: vi.fn(),
       graphKey: () => ({ run: "r", file: "f.vis.db", step: 0, rank: 0 }),
     } as unknown as AppContext;
     const p = new LegendPanel(ctx, { redraw: vi.fn() } as unknown as GraphView);
@@ -49,5 +49,22 @@ describe("legend recolouring", () => {
     expect(Object.keys(legend())[0]).toBe("#123456");
     expect(saveLegend).toHaveBeenCalledTimes(1);
     expect(msg.hidden).toBe(true);
+  });
+});
+
+describe("the legend describes both panes", () => {
+  it("names grey as unmatched on either pane and shows the bench pane's matched colour (a user read the bench as all unmatched)", () => {
+    const ctx = {
+      store: new Store(defaultState()), api: {}, meta: () => ({ graph_type: "compare" }),
+      legend: () => DEFAULT_LEGEND, theme: () => LIGHT, setLegend: vi.fn(), error: vi.fn(),
+      graphKey: () => ({ run: "r", file: "f.vis.db", step: 0, rank: 0 }),
+    } as unknown as AppContext;
+    const p = new LegendPanel(ctx, { redraw: vi.fn() } as unknown as GraphView);
+    p.render();
+    const labels = [...p.el.querySelectorAll("[data-testid=legend-item]")].map((e) => e.textContent ?? "");
+    expect(labels.find((l) => l.startsWith("unmatched"))).toContain("either pane");
+    const bench = p.el.querySelector<HTMLElement>("[data-testid=legend-bench-matched]")!;
+    expect(bench.textContent).toContain("Bench, matched");
+    expect(bench.querySelector<HTMLElement>(".ga-swatch")!.style.background).toBe("rgb(227, 237, 250)"); // #E3EDFA
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Meta } from "../src/api/types";
 import { makeNode } from "../src/layout/tree";
-import { DEFAULT_LEGEND, LIGHT, logScale, OVERFLOW_COLORS } from "../src/render/colors";
+import { DARK, DEFAULT_LEGEND, LIGHT, logScale, OVERFLOW_COLORS, unmatchedColor } from "../src/render/colors";
 import { makeColouring } from "../src/views/paint";
 import { summary } from "./helpers";
 
@@ -23,10 +23,24 @@ describe("node colouring", () => {
     expect(c.fill(makeNode(summary("b", 0, { precision: null, matched: false }), null, 0))).toBe("#C7C7C7");
   });
 
-  it("bench side: neutral when matched, grey when not (precision lives on the debug side)", () => {
-    const c = colouring({ side: "Bench" });
-    expect(c.fill(makeNode(summary("a", 0, { precision: null, matched: true }), null, 0))).toBe(LIGHT.neutral);
-    expect(c.fill(makeNode(summary("a", 0, { precision: null, matched: false }), null, 0))).toBe("#C7C7C7");
+  it("bench side: matched nodes in a colour of their own, not grey; grey only when unmatched", () => {
+    // (precision lives on the debug side; the neutral grey of every matched bench node read as "all unmatched")
+    for (const theme of [LIGHT, DARK]) {
+      const c = colouring({ side: "Bench", theme });
+      const matched = c.fill(makeNode(summary("a", 0, { precision: null, matched: true }), null, 0));
+      expect(matched).toBe(theme.benchMatched);
+      expect(matched).not.toBe(theme.neutral);
+      expect(matched.toUpperCase()).not.toBe(unmatchedColor(DEFAULT_LEGEND));
+      expect(c.fill(makeNode(summary("a", 0, { precision: null, matched: false }), null, 0))).toBe("#C7C7C7");
+    }
+    // no precision colour either: a bench node never looks like a pass, warning or error
+    expect(Object.keys(DEFAULT_LEGEND)).not.toContain(LIGHT.benchMatched);
+  });
+
+  it("bench side outside the precision legend, and build graphs, stay neutral", () => {
+    const n = makeNode(summary("a", 0, { precision: null, matched: true }), null, 0);
+    expect(colouring({ side: "Bench", mode: "overflow" }).fill(n)).toBe(LIGHT.neutral);
+    expect(colouring({ side: "Bench", meta: meta("build") }).fill(n)).toBe(LIGHT.neutral);
   });
 
   it("a box still loading (no name yet) is neutral", () => {

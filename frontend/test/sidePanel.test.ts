@@ -1,5 +1,6 @@
 // @vitest-environment jsdom
 import { describe, expect, it, vi } from "vitest";
+import { LIGHT } from "../src/render/colors";
 import { defaultState, Store } from "../src/state/state";
 import type { AppContext } from "../src/views/context";
 import type { GraphView } from "../src/views/graphView";
@@ -13,7 +14,7 @@ describe("search highlights", () => {
     const ctx = {
       api: { search, matches: async () => ({ matches: {} }), filter: async () => ({ total: 0, items: [] }) },
       store: new Store(defaultState()), meta: () => ({ sides: ["NPU", "Bench"], graph_type: "compare" }),
-      sideKey: (side: string) => ({ side }), graphKey: () => ({}), legend: () => ({}), error: vi.fn(),
+      sideKey: (side: string) => ({ side }), graphKey: () => ({}), legend: () => ({}), theme: () => LIGHT, error: vi.fn(),
       clearError: vi.fn(),
     } as unknown as AppContext;
     const panel = new SidePanel(ctx, graph as unknown as GraphView);
@@ -42,7 +43,7 @@ describe("error banner", () => {
     const ctx = {
       api: { search, matches: async () => ({ matches: {} }), filter },
       store: new Store(defaultState()), meta: () => ({ sides: ["NPU"], graph_type: "compare" }),
-      sideKey: (side: string) => ({ side }), graphKey: () => ({}), legend: () => ({}), error, clearError,
+      sideKey: (side: string) => ({ side }), graphKey: () => ({}), legend: () => ({}), theme: () => LIGHT, error, clearError,
     } as unknown as AppContext;
     const panel = new SidePanel(ctx, { setHighlights: () => undefined } as unknown as GraphView);
     panel.load();
@@ -71,7 +72,7 @@ describe("filter results", () => {
       api: { search: async () => ({ total: 0, items: [] }), matches: async () => ({ matches: {} }), filter },
       store: new Store({ ...defaultState(), precisionFilter: ["error"] }),
       meta: () => ({ sides: ["NPU"], graph_type: "compare" }), sideKey: (side: string) => ({ side }),
-      graphKey: () => ({}), legend: () => ({}), error: vi.fn(), clearError: vi.fn(),
+      graphKey: () => ({}), legend: () => ({}), theme: () => LIGHT, error: vi.fn(), clearError: vi.fn(),
     } as unknown as AppContext;
     const panel = new SidePanel(ctx, { setHighlights: () => undefined } as unknown as GraphView);
     panel.load();
@@ -90,7 +91,7 @@ describe("filter result metrics", () => {
       api: { search: async () => ({ total: 0, items: [] }), matches: async () => ({ matches: {} }), filter },
       store: new Store({ ...defaultState(), precisionFilter: ["error"] }),
       meta: () => ({ sides: ["NPU"], graph_type: "compare" }), sideKey: (side: string) => ({ side }),
-      graphKey: () => ({}), legend: () => ({}), error: vi.fn(), clearError: vi.fn(),
+      graphKey: () => ({}), legend: () => ({}), theme: () => LIGHT, error: vi.fn(), clearError: vi.fn(),
     } as unknown as AppContext;
     const panel = new SidePanel(ctx, { setHighlights: () => undefined } as unknown as GraphView);
     panel.load();

@@ -62,6 +62,8 @@ export const en = {
   noSelection: "Click a node to see its details.",
   inputs: "Inputs",
   outputs: "Outputs",
+  legendEitherSide: "either pane",
+  legendBenchMatched: "Bench, matched (its precision: its NPU twin's colour)",
   parameters: "Parameters",
   stack: "Stack",
   copy: "Copy",

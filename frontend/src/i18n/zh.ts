@@ -64,6 +64,8 @@ export const zh: Record<MessageKey, string> = {
   noSelection: "点击节点查看详情。",
   inputs: "输入",
   outputs: "输出",
+  legendEitherSide: "两侧均适用",
+  legendBenchMatched: "标杆侧已匹配 (精度见其调试侧 NPU 对应节点的颜色)",
   parameters: "参数",
   stack: "调用栈",
   copy: "复制",

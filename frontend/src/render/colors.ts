@@ -23,6 +23,9 @@ export interface Theme {
   mutedText: string;
   stroke: string;
   neutral: string;
+  /** a matched bench node in the precision legend: not grey, which the legend gives to unmatched nodes (a user read
+   * the neutral grey bench pane as "all unmatched"); a pale blue no precision colour uses */
+  benchMatched: string;
   selection: string;
   counterpart: string;
   highlight: string;
@@ -30,11 +33,11 @@ export interface Theme {
 
 export const LIGHT: Theme = {
   dark: false, background: "#ffffff", text: "#202124", mutedText: "#5f6368", stroke: "#9aa0a6",
-  neutral: "#F2F4F7", selection: "#1a73e8", counterpart: "#e8710a", highlight: "#d93025",
+  neutral: "#F2F4F7", benchMatched: "#E3EDFA", selection: "#1a73e8", counterpart: "#e8710a", highlight: "#d93025",
 };
 export const DARK: Theme = {
   dark: true, background: "#202124", text: "#e8eaed", mutedText: "#9aa0a6", stroke: "#5f6368",
-  neutral: "#3c4043", selection: "#8ab4f8", counterpart: "#fcad70", highlight: "#f28b82",
+  neutral: "#3c4043", benchMatched: "#2A3A52", selection: "#8ab4f8", counterpart: "#fcad70", highlight: "#f28b82",
 };
 
 /** The unmatched entry of a legend: the one with an empty range. */

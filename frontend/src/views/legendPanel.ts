@@ -79,9 +79,15 @@ export class LegendPanel {
       const input = el("input", { type: "color", value: color.length === 7 ? color : "#cccccc", title: color });
       input.addEventListener("change", () => void this.change(color, input.value.toUpperCase()));
       const range = entry.value && entry.value.length === 2 ? `[${entry.value[0]}, ${entry.value[1]}]` : "";
+      // (grey marks an unmatched node on either pane: say so, the bench pane has its own colour for matched nodes)
+      const where = !entry.value || entry.value.length === 0 ? ` (${t("legendEitherSide")})` : "";
       this.list.append(el("div", { class: "ga-legend-item", testid: "legend-item", title: entry.description ?? "" },
-        input, el("span", { class: "ga-legend-label", text: `${entryLabel(entry)} ${range}` })));
+        input, el("span", { class: "ga-legend-label", text: `${entryLabel(entry)} ${range}${where}` })));
     }
+    // The bench pane's matched nodes: no precision of their own (it is their debug twin's), so not a legend range.
+    this.list.append(el("div", { class: "ga-legend-item", testid: "legend-bench-matched" },
+      el("span", { class: "ga-swatch", style: `background:${this.ctx.theme().benchMatched}` }),
+      el("span", { class: "ga-legend-label", text: t("legendBenchMatched") })));
   }
 
   private async change(from: string, to: string): Promise<void> {

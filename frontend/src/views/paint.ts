@@ -19,7 +19,10 @@ export function makeColouring(opts: {
   const unmatched = unmatchedColor(legend) ?? "#C7C7C7";
   const neutral = theme.neutral;
   const legendFill = (p: number | null, matched: boolean): string => {
-    if (side === "Bench") return matched || !compare ? neutral : unmatched; // precision lives on the debug side
+    // Precision lives on the debug side: a matched bench node has none of its own. It is drawn in a colour of its
+    // own, not the neutral grey (read as the legend's "unmatched"), nor its twin's colour (a red bench box would say
+    // the reference run diverges; the selected node's twin is outlined instead).
+    if (side === "Bench") return !compare ? neutral : matched ? theme.benchMatched : unmatched;
     if (!compare) return neutral;
     if (p === null && matched) return neutral; // matched but nothing to compare (structure-only files)
     return lookup(p, true) ?? neutral;

@@ -113,3 +113,36 @@ describe("filter result metrics", () => {
     ]);
   });
 });
+
+describe("side choices", () => {
+  function panelFor(sides: string[]) {
+    const ctx = {
+      api: { search: async () => ({ total: 0, items: [] }), matches: async () => ({ matches: {} }),
+        filter: async () => ({ total: 0, items: [] }) },
+      store: new Store(defaultState()), meta: () => ({ sides, graph_type: "compare" }),
+      sideKey: (side: string) => ({ side }), graphKey: () => ({}), legend: () => ({}), theme: () => LIGHT,
+      error: vi.fn(), clearError: vi.fn(),
+    } as unknown as AppContext;
+    const panel = new SidePanel(ctx, { setHighlights: () => undefined } as unknown as GraphView);
+    panel.load();
+    return panel;
+  }
+
+  it("each of the two side selects says what it chooses (two bare 'Debug (NPU)' selects read as one drawn twice)", () => {
+    const panel = panelFor(["NPU", "Bench"]);
+    const label = (id: string) => panel.el.querySelector(`[data-testid=${id}]`)!.closest("label")!;
+    const search = label("search-side");
+    const filter = label("filter-side");
+    expect(search.hidden).toBe(false);
+    expect(search.firstChild!.textContent).toBe("Search in: ");
+    expect(filter.firstChild!.textContent).toBe("List nodes of: ");
+    expect(panel.el.querySelector("[data-testid=search-side]")!.getAttribute("aria-label")).toBe("Search in");
+  });
+
+  it("a one-sided graph hides both choices, labels included", () => {
+    const panel = panelFor(["NPU"]);
+    for (const id of ["search-side", "filter-side"]) {
+      expect(panel.el.querySelector(`[data-testid=${id}]`)!.closest("label")!.hidden).toBe(true);
+    }
+  });
+});

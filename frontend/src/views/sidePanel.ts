@@ -24,6 +24,8 @@ export class SidePanel {
   private searchWord: HTMLElement;
   private searchList: HTMLElement;
   private filterSide: HTMLSelectElement;
+  private searchSideLabel: HTMLElement;
+  private filterSideLabel: HTMLElement;
   private filterBoxes = new Map<string, HTMLInputElement>();
   private sortSelect: HTMLSelectElement;
   private descBox: HTMLInputElement;
@@ -39,7 +41,9 @@ export class SidePanel {
     this.searchInput.value = s.search;
     this.regexBox = el("input", { type: "checkbox", testid: "search-regex" });
     this.regexBox.checked = s.regex;
-    this.searchSide = el("select", { class: "ga-side-select" });
+    // Each side choice says what it chooses: two bare "Debug (NPU)" selects, one by the search box and one under
+    // the sort, read as one control drawn twice.
+    this.searchSide = el("select", { class: "ga-side-select", testid: "search-side", "aria-label": t("searchIn") });
     // The count element holds the number alone (tests and screen readers read it); the word follows it.
     this.searchCount = el("span", { testid: "search-count", text: "" });
     this.searchWord = el("span", { class: "ga-muted", text: "" });
@@ -61,7 +65,9 @@ export class SidePanel {
     this.regexBox.addEventListener("change", onSearch);
     this.searchSide.addEventListener("change", () => void this.runSearch(true));
 
-    this.filterSide = el("select", { class: "ga-side-select" });
+    this.filterSide = el("select", { class: "ga-side-select", testid: "filter-side", "aria-label": t("filterSide") });
+    this.searchSideLabel = el("label", { class: "ga-inline ga-side-label" }, `${t("searchIn")}: `, this.searchSide);
+    this.filterSideLabel = el("label", { class: "ga-inline ga-side-label" }, `${t("filterSide")}: `, this.filterSide);
     const precisionBox = el("div", { class: "ga-checks", testid: "precision-filter" });
     for (const p of PRECISIONS) precisionBox.append(this.check(p, s.precisionFilter.includes(p), "precision"));
     const overflowBox = el("div", { class: "ga-checks", testid: "overflow-filter" });
@@ -79,14 +85,15 @@ export class SidePanel {
     this.legend = new LegendPanel(ctx, graph);
     this.el = el("aside", { class: "ga-side" },
       el("section", {}, el("h3", { text: t("search") }),
-        el("div", { class: "ga-row" }, this.searchInput, this.searchSide),
+        el("div", { class: "ga-row" }, this.searchInput), el("div", { class: "ga-row" }, this.searchSideLabel),
         el("div", { class: "ga-row" }, el("label", { class: "ga-inline" }, this.regexBox, ` ${t("regex")}`),
           el("span", { class: "ga-count" }, this.searchCount, " ", this.searchWord)),
         this.searchList),
       el("section", {}, el("h3", { text: t("precisionFilter") }), precisionBox,
         el("h3", { text: t("overflowFilter") }), overflowBox,
         el("div", { class: "ga-row" }, el("label", { class: "ga-inline" }, `${t("sortBy")}: `, this.sortSelect),
-          el("label", { class: "ga-inline" }, this.descBox, ` ${t("descending")}`), this.filterSide),
+          el("label", { class: "ga-inline" }, this.descBox, ` ${t("descending")}`)),
+        el("div", { class: "ga-row" }, this.filterSideLabel),
         this.filterCount, this.filterList),
       this.match.el,
       this.legend.el);
@@ -107,12 +114,12 @@ export class SidePanel {
   /** Called after the graph loaded: fill the side selectors and re-run what the state asks for. */
   load(): void {
     const sides = this.ctx.meta()?.sides ?? ["NPU"];
-    for (const sel of [this.searchSide, this.filterSide]) {
+    for (const [sel, label] of [[this.searchSide, this.searchSideLabel], [this.filterSide, this.filterSideLabel]] as const) {
       const keep = sel.value;
       clear(sel);
       for (const side of sides) sel.append(option(side, side === "NPU" ? t("debugSide") : t("benchSide")));
       sel.value = sides.includes(keep as Side) ? keep : "NPU";
-      sel.hidden = sides.length < 2;
+      label.hidden = sides.length < 2;
     }
     void this.runSearch();
     void this.runFilter();

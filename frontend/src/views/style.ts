@@ -46,6 +46,7 @@ export const CSS = `
 .ga-side section { border-bottom:1px solid var(--line); padding-bottom:6px; }
 .ga-row { display:flex; flex-wrap:wrap; gap:6px; align-items:center; margin:4px 0; }
 .ga-row input[type=search] { flex:1; min-width:120px; }
+.ga-side-label[hidden] { display:none; }
 .ga-inline { display:inline-flex; align-items:center; gap:2px; margin-right:6px; white-space:nowrap; }
 .ga-checks { display:flex; flex-wrap:wrap; }
 .ga-list { list-style:none; margin:4px 0; padding:0; max-height:220px; overflow:auto; }

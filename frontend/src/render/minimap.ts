@@ -7,8 +7,22 @@ import type { LayoutNode } from "../layout/tree";
 import type { Camera } from "./camera";
 import { mix, type Theme } from "./colors";
 
-export const MINIMAP_W = 160;
-export const MINIMAP_H = 110;
+// (160 x 110 covered a row of nodes and their labels in the corner of a 540 x 470 pane after a jump)
+export const MINIMAP_W = 128;
+export const MINIMAP_H = 88;
+/** Where the minimap box sits in its pane: its offset from the bottom-right corner, and its button's height. */
+export const MINIMAP_INSET = 6;
+export const MINIMAP_TOGGLE_H = 22;
+
+/** A pane smaller than this (either way) hides its minimap: there it covered too much of the graph. */
+export const MINIMAP_MIN_PANE: [number, number] = [MINIMAP_W * 3, MINIMAP_H * 3];
+
+/** The screen rectangle (in pane coordinates) a shown minimap and its button take in a vw x vh pane. */
+export function minimapRect(vw: number, vh: number): { x: number; y: number; w: number; h: number } {
+  const w = MINIMAP_W + 2;
+  const h = MINIMAP_H + 2 + MINIMAP_TOGGLE_H;
+  return { x: vw - MINIMAP_INSET - w, y: vh - MINIMAP_INSET - h, w, h };
+}
 
 const HIDDEN_KEY = "tbprobe.minimapHidden";
 
@@ -83,6 +97,21 @@ export class Minimap {
     return this.hiddenNow;
   }
 
+  private tooSmall = false;
+
+  /** Whether the minimap shows in a pane of vw x vh: not hidden by its button, and the pane big enough. */
+  shownIn(vw: number, vh: number): boolean {
+    return !this.hiddenNow && vw >= MINIMAP_MIN_PANE[0] && vh >= MINIMAP_MIN_PANE[1];
+  }
+
+  /** Hide the whole box (button too) in a pane too small for it; shown again when the pane grows. */
+  fitPane(vw: number, vh: number): void {
+    const small = vw < MINIMAP_MIN_PANE[0] || vh < MINIMAP_MIN_PANE[1];
+    if (small === this.tooSmall) return;
+    this.tooSmall = small;
+    this.el.hidden = small;
+  }
+
   /** Hide the minimap (its button stays, as a small tab in the corner) or show it again. */
   setHidden(hidden: boolean): void {
     this.hiddenNow = hidden;
@@ -150,7 +179,7 @@ export class Minimap {
 
   /** Redraw the image and the viewport rectangle (cheap: called on every pan frame). */
   drawViewport(cam: Camera, vw: number, vh: number, theme: Theme): void {
-    if (this.hiddenNow) return;
+    if (this.hiddenNow || this.tooSmall) return;
     const ctx = this.canvas.getContext("2d");
     if (!ctx) return;
     ctx.clearRect(0, 0, MINIMAP_W, MINIMAP_H);

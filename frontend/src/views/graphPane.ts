@@ -8,9 +8,9 @@ import {
   absPos, collapse, expand, expandChain, hitTest, isShown, LEAF_H, LEAF_W, layoutContent, makeNode, shownNodes,
   type LayoutNode,
 } from "../layout/tree";
-import { Camera } from "../render/camera";
+import { Camera, focusView, type Rect } from "../render/camera";
 import { drawTree, type Paint } from "../render/draw";
-import { Minimap } from "../render/minimap";
+import { Minimap, minimapRect } from "../render/minimap";
 import type { Theme } from "../render/colors";
 import { t } from "../i18n";
 import { ChildPages, FIRST_PAGE } from "./childPages";
@@ -103,6 +103,7 @@ export class GraphPane {
     const dpr = window.devicePixelRatio || 1;
     this.width = r.width;
     this.height = r.height;
+    this.minimap.fitPane(r.width, r.height);
     this.canvas.width = Math.max(1, Math.round(r.width * dpr));
     this.canvas.height = Math.max(1, Math.round(r.height * dpr));
     // A view asked for while the pane was hidden (another tab) is applied once it has a size.
@@ -413,9 +414,24 @@ export class GraphPane {
     }
     const p = absPos(n);
     const { w, h } = this.viewportSize();
-    if (n.h * this.camera.scale < 18) this.camera.scale = Math.min(1, 24 / n.h);
-    if (n.w * this.camera.scale > w * 0.9) this.camera.scale = Math.max(0.002, (w * 0.9) / n.w);
-    this.camera.centerOn(p.x + Math.min(n.w, w / this.camera.scale) / 2, p.y + Math.min(n.h, h / 3 / this.camera.scale) / 2, w, h);
+    // its ancestors, outermost first: the widest that fits is shown whole, so the target's row is not cut off
+    // (offsets summed root first, once: absPos per ancestor was quadratic on a chain 20,000 levels deep)
+    const chain: LayoutNode[] = [];
+    for (let a = n.parent; a; a = a.parent) chain.push(a);
+    chain.reverse();
+    const context: Rect[] = [];
+    let ax = 0;
+    let ay = 0;
+    for (const a of chain) {
+      ax += a.x;
+      ay += a.y;
+      context.push({ x: ax, y: ay, w: a.w, h: a.h });
+    }
+    const avoid = this.minimap.shownIn(w, h) ? minimapRect(w, h) : null;
+    const v = focusView({ x: p.x, y: p.y, w: n.w, h: n.h }, context, this.camera.scale, w, h, TITLE_ROOM, avoid);
+    this.camera.scale = v.scale;
+    this.camera.tx = v.tx;
+    this.camera.ty = v.ty;
     this.requestDraw();
     this.cameraMoved();
   }

@@ -32,10 +32,10 @@ export const CSS = `
 /* the minimap sat over the pane's bottom-right labels: translucent until pointed at, and hidden by its button */
 .ga-minimap-box { position:absolute; right:6px; bottom:6px; display:flex; flex-direction:column; align-items:flex-end;
   gap:2px; }
-.ga-minimap { width:160px; height:110px; border:1px solid var(--line); border-radius:3px; cursor:crosshair;
-  opacity:.45; transition:opacity .12s; box-shadow:0 1px 4px rgba(0,0,0,.2); }
+.ga-minimap { width:128px; height:88px; border:1px solid var(--line); border-radius:3px; cursor:crosshair;
+  opacity:.35; transition:opacity .12s; box-shadow:0 1px 4px rgba(0,0,0,.2); }
 .ga-minimap:hover { opacity:.95; }
-.ga-minimap[hidden] { display:none; }
+.ga-minimap[hidden], .ga-minimap-box[hidden] { display:none; }
 .ga-root .ga-minimap-toggle { line-height:14px; opacity:.75; }
 .ga-root .ga-minimap-toggle:hover { opacity:1; }
 .ga-details { height:32%; min-height:90px; overflow:auto; border-top:1px solid var(--line); padding:4px 10px; }

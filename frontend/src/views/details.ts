@@ -8,6 +8,7 @@ import type { AppContext } from "./context";
 import { divergenceReason } from "./findings";
 import { precisionClass } from "./format";
 import { legendColor } from "../render/colors";
+import { scrollBox } from "./scrollX";
 import { sortableTable, type Column } from "./table";
 
 /** Fields that come from the comparison itself (shown once, as the "difference" columns). */
@@ -181,7 +182,7 @@ export class DetailsView {
         el("h4", { text: `${label} (${rows.length})` }));
       if (rows.length) {
         const withBench = !!benchD && benchD !== primary;
-        box.append(el("div", { class: "ga-scroll-x" }, sortableTable(paramColumns(rows, toolTip, withBench), rows)));
+        box.append(scrollBox(sortableTable(paramColumns(rows, toolTip, withBench), rows)));
       }
       this.body.append(box);
     }

@@ -79,6 +79,14 @@ export const CSS = `
 .ga-row-error td:first-child { box-shadow: inset 4px 0 #FF704D; }
 .ga-row-warning td:first-child { box-shadow: inset 4px 0 #FFDC7F; }
 .ga-scroll-x { overflow-x:auto; }
+/* the details' wide tables: a scrollbar drawn always (overlay ones showed nothing), a bar with buttons above, a
+   shadow on the right edge while columns lie beyond it, and the row names kept in place */
+.ga-scroll-wrap .ga-scroll-x { scrollbar-width:thin; scrollbar-color:var(--muted) var(--panel); }
+.ga-scroll-x.ga-more-right { box-shadow: inset -10px 0 8px -8px rgba(0,0,0,.35); }
+.ga-scroll-bar { display:flex; gap:4px; align-items:center; margin:2px 0; }
+.ga-scroll-bar[hidden] { display:none; }
+.ga-scroll-wrap .ga-table td.ga-param, .ga-scroll-wrap .ga-table th:first-child { position:sticky; left:0;
+  background:var(--panel); z-index:1; }
 .ga-scroll { overflow:auto; flex:1; min-height:0; padding:0 10px 10px; }
 .ga-compare-view, .ga-overflow-view { display:flex; flex-direction:column; min-height:0; }
 .ga-overflow-view { overflow:auto; padding:0 10px 10px; }

@@ -130,3 +130,67 @@ def test_columns_follow_the_configs_order_of_ops(tmp_path):
     grad = _rows(tmp_path / "csv" / "grad_reduced_0-1.csv")
     row = next(r for r in grad[1:] if r[1] == "head.weight" and r[2] == "1")
     assert float(row[3 + order.index("norm")]) == pytest.approx(model.head.weight.grad.norm().item(), rel=1e-5)
+
+
+def _two_ranks(monitor_out, root):
+    """A log folder of two ranks, copies of the real run."""
+    import shutil
+    for rank in ("rank0", "rank1"):
+        shutil.copytree(monitor_out / "rank0", root / rank)
+    return root
+
+
+def _events(run):
+    return [run / n for n in os.listdir(run) if ".tfevents." in n]
+
+
+def test_a_rank_that_cannot_be_exported_leaves_no_output(monitor_out, tmp_path, capsys):
+    """rank1's event file empty: the command failed after writing rank0's CSV files (half an export)."""
+    logs = _two_ranks(monitor_out, tmp_path / "logs")
+    for ev in _events(logs / "rank1"):
+        ev.write_bytes(b"")
+    out = tmp_path / "x"
+    assert main(["monitor", "export-csv", str(logs), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"tbprobe: error: {logs / 'rank1'}: no monitor scalars to export\n"
+    assert not out.exists()
+
+
+def test_a_write_that_fails_removes_what_the_export_made_and_keeps_what_was_there(monitor_out, tmp_path,
+                                                                                   monkeypatch, capsys):
+    from tbprobe.monitor import csv_export
+    logs = _two_ranks(monitor_out, tmp_path / "logs")
+    out = tmp_path / "x"
+    out.mkdir()
+    (out / "earlier.csv").write_text("kept")
+    (out / "STAMP-rank1-tbprobe").write_text("a file where rank1's folder goes")
+    monkeypatch.setattr(csv_export.time, "strftime", lambda fmt: "STAMP")
+    assert main(["monitor", "export-csv", str(logs), "-o", str(out)]) == 2
+    assert "STAMP-rank1-tbprobe" in capsys.readouterr().err
+    assert sorted(os.listdir(out)) == ["STAMP-rank1-tbprobe", "earlier.csv"]   # rank0's folder and files gone
+
+
+def test_a_hand_edited_meta_or_an_output_path_under_a_file_is_no_traceback(monitor_out, tmp_path, capsys):
+    logs = _two_ranks(monitor_out, tmp_path / "logs")
+    (logs / "rank0" / "monitor_meta.json").write_text('{"shapes": [1, 2], "ops_order": 5}')
+    (logs / "rank1" / "monitor_meta.json").write_text('{"shapes": {"x": 5}}')
+    assert main(["monitor", "export-csv", str(logs), "-o", str(tmp_path / "x")]) == 0, capsys.readouterr().err
+    rows = _rows(glob.glob(str(tmp_path / "x" / "*-rank0-tbprobe" / "actv_0-2.csv"))[0])
+    assert rows[1][-2:] == ["nan", "nan"]       # no shape for it, as for a run without a meta file
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    capsys.readouterr()
+    assert main(["monitor", "export-csv", str(logs), "-o", str(afile / "sub")]) == 2
+    assert capsys.readouterr().err == f"tbprobe: error: {afile / 'sub'}: cannot write there ({afile} is not a folder)\n"
+
+
+def test_a_fifo_named_like_an_event_file_is_refused_not_waited_on(monitor_out, tmp_path):
+    import sys
+    logs = _two_ranks(monitor_out, tmp_path / "logs")
+    fifo = _events(logs / "rank1")[0]
+    fifo.unlink()
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "tbprobe", "monitor", "export-csv", str(logs), "-o",
+                           str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr == (f"tbprobe: error: {fifo}: not a regular file (a FIFO, a device or "
+                                                    "a socket), not an event file\n")
+    assert not (tmp_path / "x").exists()

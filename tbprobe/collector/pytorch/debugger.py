@@ -31,6 +31,7 @@ from tbprobe.collector.pytorch.token_range import TokenWindow, check_token_range
 from tbprobe.collector.pytorch.token_range import check_root as check_token_root
 from tbprobe.collector.recorder import StackInterner
 from tbprobe.collector.step_outputs import StepOutputs
+from tbprobe.collector.term_signal import on_terminate
 from tbprobe.collector.writer import StepWriter, check_writable
 from tbprobe.errors import TbprobeError
 
@@ -129,6 +130,7 @@ class PrecisionDebugger:
         self.live_graph_interval = live_graph_interval
         self._step_open = False
         self._finished = False
+        self._untrap: Optional[Callable[[], None]] = None   # removes the SIGTERM handler (term_signal)
         self._debug = DebugSaver(self.session)
         # at L0 a custom function is the one operator recorded, as in the reference: a capture of its own, whose
         # operator mode is never entered
@@ -482,6 +484,9 @@ class PrecisionDebugger:
         # step() or close(), an uncaught error, sys.exit() mid-step. Its records are what a user debugging the
         # crash needs; the reference writes them too. (A weak reference: the debugger is not kept alive for it.)
         atexit.register(_write_unfinished_step, weakref.ref(self))
+        # and the step a launcher's SIGTERM ends (the other ranks of a job one of whose ranks failed), which skips
+        # atexit: written, then the process ends as SIGTERM ends it
+        self._untrap = on_terminate(self, functools.partial(_write_unfinished_step, weakref.ref(self), "SIGTERM"))
 
     def _uninstall_apis(self) -> None:
         if self._apis is not None:
@@ -505,6 +510,9 @@ class PrecisionDebugger:
             self._modules.detach()
         if self._writer is not None:
             self._writer.close()
+        if self._untrap is not None:
+            self._untrap()
+            self._untrap = None
         if os.path.isdir(self._staging):   # (files of steps not written: a rank filter's, a failed writer's)
             shutil.rmtree(self._staging, ignore_errors=True)
         if self._outputs is not None:
@@ -518,8 +526,8 @@ class PrecisionDebugger:
         return path
 
 
-def _write_unfinished_step(ref: "weakref.ref[PrecisionDebugger]") -> None:
-    """At interpreter exit: write the step a debugger is still in, as close() would."""
+def _write_unfinished_step(ref: "weakref.ref[PrecisionDebugger]", why: str = "") -> None:
+    """At interpreter exit (or at SIGTERM, `why`): write the step a debugger is still in, as close() would."""
     dbg = ref()
     if dbg is None or not dbg._step_open or dbg._finished:
         return
@@ -527,8 +535,12 @@ def _write_unfinished_step(ref: "weakref.ref[PrecisionDebugger]") -> None:
         # (each rank of a job says it: the rank names which one, or the lines of two ranks read as one doubled)
         r = dbg._rank()
         who = f"rank {r}" if r is not None else f"process {os.getpid()}"
-        log.warning("tbprobe: %s: the process is ending inside step %d: writing what it recorded (call step() or "
-                    "close() to end it yourself)", who, dbg.current_step)
+        if why:
+            log.warning("tbprobe: %s: %s came inside step %d: writing what it recorded before the process ends",
+                        who, why, dbg.current_step)
+        else:
+            log.warning("tbprobe: %s: the process is ending inside step %d: writing what it recorded (call step() "
+                        "or close() to end it yourself)", who, dbg.current_step)
         dbg.close()
     except Exception as exc:   # (never a traceback from an exit handler)
         log.warning("tbprobe: the unfinished step %d could not be written: %s", dbg.current_step, exc)

@@ -1,0 +1,216 @@
+"""SIGTERM: the step a process is in when its launcher ends it is written before the process goes.
+
+When one rank of a job fails, `torch.multiprocessing.spawn` and torchrun end the other ranks with SIGTERM. Its
+default action ends a process at once, without atexit, so the step those ranks were in (the one the user is
+debugging: where the failing rank diverged) was lost on every rank but the failing one. Where SIGTERM still has its
+default action, tbprobe handles it: the open steps are written, then the default action is restored and the signal
+sent again, so the process ends as it would have (killed by SIGTERM, same status).
+
+What the handler must never do is keep a process alive that its launcher ended:
+- Python runs a handler in the main thread between bytecodes; a main thread blocked in C (a collective waiting for a
+  dead peer, whose wait ignores signals) would never get there. A watchdog thread hears the signal at once (the
+  signal module's wakeup fd) and, if the handler has not begun within WATCHDOG_S seconds, ends the process with
+  SIGTERM's default action: that step is lost, as before, and nothing waits.
+- A second SIGTERM while the step is written ends the process at once.
+- A forked child (a DataLoader worker) inherits the handler and the wakeup fd: it gets SIGTERM's default action
+  back, and the pipe is closed in it, so its signals never reach the parent's watchdog.
+A handler the user installs (before or after start()) wins: none is installed over one, and close() restores the
+default only where the handler is still tbprobe's. Framework-neutral.
+"""
+import ctypes
+import logging
+import os
+import signal
+import threading
+import weakref
+from typing import Callable, Optional
+
+__all__ = ["on_terminate", "WATCHDOG_S"]
+
+log = logging.getLogger("tbprobe.collector")
+
+WATCHDOG_S = 5.0   # how long a main thread blocked in C may keep the process from ending
+
+_lock = threading.Lock()
+_callbacks: "weakref.WeakKeyDictionary[object, Callable[[], None]]" = weakref.WeakKeyDictionary()
+_state = {"pid": None, "pipe": None, "began": None}
+
+
+def on_terminate(owner: object, callback: Callable[[], None]) -> Callable[[], None]:
+    """Run `callback()` when SIGTERM comes, then end the process as SIGTERM would; for as long as `owner` lives
+    (weakly held) or until the returned function is called. Nothing is installed outside the main thread, or where
+    SIGTERM has a handler other than the default (or tbprobe's)."""
+    with _lock:
+        if not _install():
+            return lambda: None
+        _callbacks[owner] = callback
+
+    def remove() -> None:
+        with _lock:
+            _callbacks.pop(owner, None)
+            if not _callbacks:
+                _uninstall()
+
+    return remove
+
+
+def _install() -> bool:
+    if _state["pid"] == os.getpid():
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return False
+        signal.signal(signal.SIGTERM, _handle)
+    except (ValueError, OSError):   # (an interpreter without signals in this thread)
+        return False
+    _state.update(pid=os.getpid(), pipe=None, began=threading.Event())
+    _start_watchdog()
+    return True
+
+
+def _start_watchdog() -> None:
+    """The wakeup fd, where the interpreter's C handler writes each signal's number as it comes; skipped where
+    something else (asyncio) uses it: the handler still runs, without the watchdog."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        old = None
+    if old != -1:
+        if old is not None:
+            signal.set_wakeup_fd(old)
+        os.close(r)
+        os.close(w)
+        return
+    _state["pipe"] = (r, w)
+    threading.Thread(target=_watch, args=(r, _state["began"]), name="tbprobe-sigterm", daemon=True).start()
+
+
+def _uninstall() -> None:
+    if _state["pid"] != os.getpid():
+        return
+    try:
+        _restore()
+    except (ValueError, OSError):   # (close() from another thread: the handler stays, with nothing to write)
+        return
+    _close_pipe()
+    _state["pid"] = None
+
+
+def _restore() -> None:
+    """SIGTERM's default action and no wakeup fd, each only where it is still tbprobe's (asyncio, started since,
+    sets a wakeup fd of its own)."""
+    if signal.getsignal(signal.SIGTERM) is _handle:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _state["pipe"] is not None:
+        old = signal.set_wakeup_fd(-1)
+        if old != _state["pipe"][1]:
+            signal.set_wakeup_fd(old)
+
+
+def _close_pipe() -> None:
+    pipe, _state["pipe"] = _state["pipe"], None
+    for fd in pipe or ():
+        try:
+            os.close(fd)   # (the watchdog's read ends with an error: it stops)
+        except OSError:
+            pass
+
+
+def _watch(r: int, began: threading.Event) -> None:
+    while True:
+        try:
+            data = os.read(r, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM in data:
+            if not began.wait(WATCHDOG_S):
+                log.warning("tbprobe: SIGTERM came while the main thread was blocked outside Python for %.0f s: "
+                            "the process ends without writing its open step", WATCHDOG_S)
+                _die()
+            return
+
+
+def _handle(signum, frame) -> None:
+    began = _state["began"]
+    if _state["pid"] != os.getpid() or began is None or began.is_set():
+        _die()   # (a forked child that kept the handler; or a second SIGTERM while the first is handled)
+    began.set()
+    try:
+        for callback in list(_callbacks.values()):
+            try:
+                callback()
+            except BaseException as exc:   # (never a traceback from a signal handler: the process ends next)
+                log.warning("tbprobe: writing the open step at SIGTERM failed: %s", exc)
+    finally:
+        _die()
+
+
+def _die() -> None:
+    """SIGTERM's default action, from any thread: the C library's signal() resets it (the signal module's
+    signal() works in the main thread alone), then the signal comes again."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        libc.signal(int(signal.SIGTERM), None)   # (SIG_DFL is 0)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        os._exit(128 + int(signal.SIGTERM))   # (only if the signal did not end it)
+
+
+def _after_fork_in_child() -> None:
+    if _state["pid"] is None:
+        return
+    _state["pid"] = None
+    try:
+        _restore()
+    except (ValueError, OSError):
+        pass
+    _close_pipe()
+    _callbacks.clear()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})   # (one held since the fork ends the child now)
+
+
+def _before_fork() -> None:
+    # SIGTERM blocked across the fork: one that reaches the child before its hook below gave it the default action
+    # is held until then (it was taken by tbprobe's handler, then dropped, and the child lived on); and no wakeup
+    # fd across it: such a child wrote into the parent's pipe, and the parent's watchdog ended the parent
+    if _state["pid"] != os.getpid():
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    if _state["pipe"] is not None:
+        try:
+            old = signal.set_wakeup_fd(-1)
+            if old != _state["pipe"][1]:
+                signal.set_wakeup_fd(old)
+        except (ValueError, OSError):   # (a fork from another thread)
+            pass
+
+
+def _after_fork_in_parent() -> None:
+    if _state["pid"] != os.getpid():
+        return
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    if _state["pipe"] is not None:
+        w = _state["pipe"][1]
+        try:
+            old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            if old not in (-1, w):
+                signal.set_wakeup_fd(old)   # (not ours: left as it was)
+        except (ValueError, OSError):
+            pass
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+
+
+def installed() -> Optional[int]:
+    """The pid whose SIGTERM tbprobe handles now (tests)."""
+    return _state["pid"]

@@ -111,22 +111,41 @@ def _restore() -> None:
             signal.set_wakeup_fd(old)
 
 
-def _close_pipe() -> None:
+def _close_pipe(in_child: bool = False) -> None:
+    """The pipe's write end closed, after a 0 (no signal's number) that stops the watchdog, which closes the read
+    end (a read blocked on a pipe ends at EOF only once every copy of the write end is closed: a forked child
+    holds one until its hook closes it). In a
+    forked child, where no watchdog runs, both ends are closed and nothing written: the parent's would read it."""
     pipe, _state["pipe"] = _state["pipe"], None
-    for fd in pipe or ():
+    if pipe is None:
+        return
+    r, w = pipe
+    if not in_child:
         try:
-            os.close(fd)   # (the watchdog's read ends with an error: it stops)
+            os.write(w, b"\0")
+        except OSError:
+            pass
+    for fd in (r, w) if in_child else (w,):
+        try:
+            os.close(fd)
         except OSError:
             pass
 
 
 def _watch(r: int, began: threading.Event) -> None:
+    try:
+        _wait_for_sigterm(r, began)
+    finally:
+        os.close(r)
+
+
+def _wait_for_sigterm(r: int, began: threading.Event) -> None:
     while True:
         try:
             data = os.read(r, 64)
         except OSError:
             return
-        if not data:
+        if not data or 0 in data:   # (the pipe closed, or told to stop: _close_pipe)
             return
         if signal.SIGTERM in data:
             if not began.wait(WATCHDOG_S):
@@ -173,7 +192,7 @@ def _after_fork_in_child() -> None:
         _restore()
     except (ValueError, OSError):
         pass
-    _close_pipe()
+    _close_pipe(in_child=True)
     _callbacks.clear()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})   # (one held since the fork ends the child now)
 

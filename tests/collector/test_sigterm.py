@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -135,10 +136,15 @@ def test_the_handler_is_installed_while_collecting_and_removed_at_close(tmp_path
     assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
     model(torch.randn(1, 2))
     dbg.stop()
+    watchdogs = [t for t in threading.enumerate() if t.name == "tbprobe-sigterm"]
+    assert watchdogs
     dbg.close()
     assert term_signal.installed() is None
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert signal.set_wakeup_fd(-1) == -1
+    for t in watchdogs:   # (ends with its pipe: none is left behind per start() and close())
+        t.join(timeout=30)
+        assert not t.is_alive()
 
 
 _BLOCKED = """

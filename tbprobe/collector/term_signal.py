@@ -114,8 +114,7 @@ def _restore() -> None:
 def _close_pipe(in_child: bool = False) -> None:
     """The pipe's write end closed, after a 0 (no signal's number) that stops the watchdog, which closes the read
     end (a read blocked on a pipe ends at EOF only once every copy of the write end is closed: a forked child
-    holds one until its hook closes it). In a
-    forked child, where no watchdog runs, both ends are closed and nothing written: the parent's would read it."""
+    holds one until its hook closes it). In a forked child, where no watchdog runs, both ends are closed and nothing written: the parent's would read it."""
     pipe, _state["pipe"] = _state["pipe"], None
     if pipe is None:
         return

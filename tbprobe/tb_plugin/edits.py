@@ -15,6 +15,7 @@ from tbprobe.tb_plugin.graph_data import GraphData
 from tbprobe.tb_plugin.graph_store import DbGraphFile
 from tbprobe.tb_plugin.manual_match import Overlay, pair_descendants, recompute
 from tbprobe.tb_plugin.side_files import legend_name, matches_name, unmatch_name
+from tbprobe.tb_plugin.sqlite_ro import open_readonly
 
 __all__ = ["Edits", "validate_legend"]
 
@@ -193,6 +194,7 @@ class Edits:
                                                               unmatch_name(file, step, rank))]
         folded = [n for n in folded + ([legend_name(file)] if legend else []) if os.path.exists(sf.path(n))]
         _check_journals(path)
+        _check_no_triggers(path)
         if os.path.exists(path + "-wal") and not _log_folded_in(path):
             raise ApiError(409, "the database is being written by another program; try again when it is done")
         path, gf = self.data.open(run, file)  # (the log just folded in made it another file: its current reader)
@@ -355,6 +357,22 @@ def _check_journals(path: str) -> None:
         if os.path.islink(p) or (os.path.lexists(p) and not os.path.isfile(p)):
             what = "a symbolic link" if os.path.islink(p) else "not a regular file"
             raise ApiError(403, f"apply refused: {os.path.basename(p)} is {what}; nothing was written")
+
+
+def _check_no_triggers(path: str) -> None:
+    """Refuse to write a database that holds triggers (neither msprobe nor tbprobe writes any): the apply's UPDATE
+    ran whatever a planted one said, an endless INSERT filling the disk (3.3 GB in 41 s for a bounded one)."""
+    conn = open_readonly(path)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' LIMIT 3")]
+    except sqlite3.DatabaseError as exc:
+        raise ApiError(400, f"{os.path.basename(path)}: database read failed ({exc})") from None
+    finally:
+        conn.close()
+    if names:
+        raise ApiError(400, f"{os.path.basename(path)}: apply refused: the database holds SQL triggers "
+                            f"({', '.join(quoted(n, 60) for n in names)}), which a write would run; neither msprobe "
+                            "nor tbprobe writes any")
 
 
 def _retire(sf, names: List[str], suffix: str) -> None:

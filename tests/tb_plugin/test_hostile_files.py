@@ -162,3 +162,26 @@ def test_a_second_listing_of_more_than_10000_files_opens_none_of_them(tmp_path, 
     assert len(opened) == 1 and opened[0].endswith("run00007/build.vis.db")
     assert listed["run00007"]["graph_type"] is None and "not a" in listed["run00007"]["error"]
     assert len(data._types) == 10_050
+
+
+def test_apply_refuses_a_database_that_holds_triggers_and_writes_nothing(api, logdir):
+    """A planted trigger ran with the apply's UPDATE: an endless INSERT filled the disk (a bounded one wrote
+    3.3 GB in 41 s). Here it would add 10 rows; the apply must not run it, nor make a backup."""
+    run, file = db_file(logdir, "cmp_stat")
+    path = logdir / run / file
+    conn = sqlite3.connect(str(path))
+    conn.executescript("CREATE TABLE junk(x); CREATE TRIGGER tb_nodes AFTER UPDATE ON tb_config BEGIN"
+                       " INSERT INTO junk WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 10)"
+                       " SELECT x FROM c; END;")
+    conn.close()
+    colors = {"#FFFFFF": {"value": [0, 1], "description": "all", "accuracy_level": "all"}}
+    assert api.post("/api/legend", {"run": run, "file": file, "node_colors": colors})[0] == 200
+    before = sorted(os.listdir(logdir / run))
+    status, body = api.post("/api/apply", {"run": run, "file": file})
+    assert (status, body["error"]) == (400, f"{file}: apply refused: the database holds SQL triggers ('tb_nodes'), "
+                                            "which a write would run; neither msprobe nor tbprobe writes any")
+    assert sorted(os.listdir(logdir / run)) == before      # no backup, the legend's side file kept
+    conn = sqlite3.connect(str(path))
+    assert conn.execute("SELECT COUNT(*) FROM junk").fetchone()[0] == 0
+    assert "#FFFFFF" not in conn.execute("SELECT node_colors FROM tb_config").fetchone()[0]
+    conn.close()

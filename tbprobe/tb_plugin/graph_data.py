@@ -183,6 +183,11 @@ class GraphData:
             if path.endswith(catalog.DB_SUFFIX):
                 conn = open_readonly(path)
                 try:
+                    # (a table: a VIEW of that name may never end, WITH RECURSIVE, and hung the whole listing)
+                    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tb_config'"
+                                    ).fetchone() is None:
+                        raise ApiError(400, f"{os.path.basename(path)}: not a graph database (no tb_nodes/tb_config "
+                                            "tables)")
                     row = conn.execute("SELECT graph_type FROM tb_config LIMIT 1").fetchone()
                 except sqlite3.DatabaseError as exc:
                     raise ApiError(400, f"{os.path.basename(path)}: not a graph database ({exc})") from None

@@ -432,7 +432,8 @@ class DbGraphFile:
                     (step, rank, side, name),
                 ).fetchone()
                 stack: List[str] = []
-                if row is not None and row["stack_id"]:
+                # (tb_stack a table: a VIEW of that name may never end, and hung the node's request)
+                if row is not None and row["stack_id"] and "tb_stack" in self.tables:
                     srow = conn.execute("SELECT stack_info FROM tb_stack WHERE id = ?", (row["stack_id"],)).fetchone()
                     stack = loads_or(srow[0], []) if srow else []
             finally:

@@ -8,6 +8,7 @@ in place while the index scan read it through a memory map (SIGBUS: TensorBoard 
 """
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -185,3 +186,29 @@ def test_apply_refuses_a_database_that_holds_triggers_and_writes_nothing(api, lo
     assert conn.execute("SELECT COUNT(*) FROM junk").fetchone()[0] == 0
     assert "#FFFFFF" not in conn.execute("SELECT node_colors FROM tb_config").fetchone()[0]
     conn.close()
+
+
+def test_views_named_like_the_reference_tables_are_never_read(api, logdir):
+    """A VIEW named tb_config (the listing's graph type) or tb_stack (a node's stack) was queried: one WITH
+    RECURSIVE and endless hung /api/runs, or /api/node, for good. Here the views answer at once with planted
+    values, which must not show."""
+    run, file = db_file(logdir, "cmp_stat")
+    conn = sqlite3.connect(str(logdir / run / file))
+    conn.executescript("ALTER TABLE tb_stack RENAME TO real_stack;"
+                       " CREATE VIEW tb_stack AS SELECT id, '[\"planted\"]' AS stack_info FROM real_stack;")
+    node = conn.execute("SELECT node_name FROM tb_nodes WHERE stack_id IS NOT NULL AND stack_id != ''"
+                        " AND data_source = 'NPU' LIMIT 1").fetchone()[0]
+    conn.close()
+    status, body = api.get("/api/node", run=run, file=file, step=0, rank=0, side="NPU", node=node)
+    assert status == 200 and body["stack"] == [], body.get("stack")
+
+    (logdir / "v").mkdir()
+    shutil.copy(logdir / run / file, logdir / "v" / "g.vis.db")
+    conn = sqlite3.connect(str(logdir / "v" / "g.vis.db"))
+    conn.executescript("ALTER TABLE tb_config RENAME TO real_config;"
+                       " CREATE VIEW tb_config AS SELECT 'planted' AS graph_type;")
+    conn.close()
+    status, body = api.get("/api/runs")
+    listed = {r["run"]: r["files"][0] for r in body["runs"]}
+    assert status == 200 and listed["v"]["graph_type"] is None
+    assert listed["v"]["error"] == "g.vis.db: not a graph database (no tb_nodes/tb_config tables)"

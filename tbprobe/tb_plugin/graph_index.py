@@ -139,6 +139,28 @@ def _check_names(names: Sequence[object], ups: Sequence[object], source: str) ->
             raise ApiError(400, f"{source}: column up_node of node {quoted(name)} holds {_shown(up)}, not a name")
 
 
+def _attach_cycles(parent: np.ndarray, root: int) -> None:
+    """Hang under the root each parent cycle of a damaged file (A's parent B, B's parent A), one node of each:
+    nothing led to them from the root, so they and their subtrees vanished from every view without a word."""
+    n = len(parent)
+    if bool(np.all((parent > np.arange(n)) | (parent < 0))):
+        return  # (post-order, as both tools write it: every chain of parents climbs to the root)
+    state = bytearray(n)   # 0 not seen, 1 on the current walk up, 2 leads to the root
+    state[root] = 2
+    par = parent.tolist()
+    for start in range(n):
+        walk = []
+        i = start
+        while state[i] == 0:
+            state[i] = 1
+            walk.append(i)
+            i = par[i]
+        if state[i] == 1:   # the walk came back to itself: a cycle, attached where it closed
+            parent[i] = par[i] = root
+        for j in walk:
+            state[j] = 2
+
+
 class GraphIndex:
     """The tree of one graph. Index ``i`` is the i-th node by node_order; the root is ``self.root``. ``source``
     names the file in the 400 a wrongly typed value gets (``node_type``, ``micro_step_id``, ``exec_order``, and
@@ -177,6 +199,7 @@ class GraphIndex:
         self.root = int(roots[-1]) if len(roots) else n - 1
         parent[(parent < 0) | (parent == np.arange(n))] = self.root
         parent[self.root] = -1
+        _attach_cycles(parent, self.root)
         self.parent = parent
         self._build_children(n)
         self._roll_up(n)

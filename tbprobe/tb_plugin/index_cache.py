@@ -14,7 +14,7 @@ from typing import Optional
 
 __all__ = ["load", "store", "exists", "cache_dir"]
 
-_VERSION = 2   # 2: indexes refuse wrongly typed integers (1 read 'abc' as 0)
+_VERSION = 3   # 3: parent cycles hang under the root, names must be text; 2: indexes refuse wrongly typed integers (1 read 'abc' as 0)
 _MAX_FILES = 64
 
 

@@ -212,3 +212,21 @@ def test_views_named_like_the_reference_tables_are_never_read(api, logdir):
     listed = {r["run"]: r["files"][0] for r in body["runs"]}
     assert status == 200 and listed["v"]["graph_type"] is None
     assert listed["v"]["error"] == "g.vis.db: not a graph database (no tb_nodes/tb_config tables)"
+
+
+def test_a_parent_cycle_hangs_under_the_root_instead_of_vanishing(api, logdir):
+    """Each module under the root given its first child as parent (A -> B -> A): nothing led to them from the root
+    and 47 of the 48 nodes vanished from every view, without a word."""
+    run, file = db_file(logdir, "cmp_stat")
+    conn = sqlite3.connect(str(logdir / run / file))
+    conn.execute("UPDATE tb_nodes SET up_node = (SELECT c.node_name FROM tb_nodes c WHERE c.up_node = tb_nodes.node_name"
+                 " AND c.data_source = tb_nodes.data_source ORDER BY c.node_order LIMIT 1)"
+                 " WHERE up_node = 'DefaultModel' AND data_source = 'NPU'"
+                 " AND EXISTS (SELECT 1 FROM tb_nodes c WHERE c.up_node = tb_nodes.node_name)")
+    conn.commit()
+    stored = conn.execute("SELECT COUNT(*) FROM tb_nodes WHERE data_source = 'NPU'").fetchone()[0]
+    conn.close()
+    status, body = api.get("/api/depth_children", run=run, file=file, step=0, rank=0, side="NPU", depth=64,
+                           max_nodes=100000)
+    assert status == 200 and body["complete"] and not body["capped"]
+    assert 1 + sum(level["count"] for level in body["levels"]) == stored

@@ -46,7 +46,7 @@ def train(name: str, out: str, steps: int, collect_steps: int, perturb: float) -
         "wg_distribution": True,
         "mv_distribution": True,
         "ops": ["min", "max", "mean", "norm", "nans"],
-        "alert": {"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1.0}}]},
+        "alert": {"rules": [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 1.0, "ops": ["norm"]}}]},
         "output_dir": monitor_dir,
     }
     config_path = os.path.join(monitor_dir, "monitor_config.json")

@@ -147,6 +147,8 @@ def _wait_for_sigterm(r: int, began: threading.Event) -> None:
         if not data or 0 in data:   # (the pipe closed, or told to stop: _close_pipe)
             return
         if signal.SIGTERM in data:
+            if signal.getsignal(signal.SIGTERM) is not _handle:
+                continue   # (the user's handler, installed since: it decides, the watchdog never ends the process)
             if not began.wait(WATCHDOG_S):
                 log.warning("tbprobe: SIGTERM came while the main thread was blocked outside Python for %.0f s: "
                             "the process ends without writing its open step", WATCHDOG_S)

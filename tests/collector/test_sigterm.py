@@ -230,3 +230,25 @@ def test_the_ranks_mp_spawn_ends_when_one_fails_keep_the_failing_step(tmp_path):
         with open(os.path.join(dump, "step0", f"rank{rank}", "dump.json")) as f:
             names = list(json.load(f)["data"])
         assert "Distributed.all_reduce.0.forward" in names, names
+
+
+_HANDLER_AFTER = """
+import os, signal, sys, time
+from tbprobe.collector import term_signal
+term_signal.WATCHDOG_S = 0.2
+class Owner: pass
+owner = Owner()
+term_signal.on_terminate(owner, lambda: None)
+got = []
+signal.signal(signal.SIGTERM, lambda s, f: got.append(s))   # the user's, after tbprobe's: a graceful shutdown
+os.kill(os.getpid(), signal.SIGTERM)
+for _ in range(40):   # the watchdog's wait (0.2 s) passes several times over
+    time.sleep(0.05)
+print("alive", got == [signal.SIGTERM], flush=True)
+"""
+
+
+def test_a_handler_the_user_installs_after_start_is_not_overridden_by_the_watchdog():
+    proc = subprocess.run([sys.executable, "-c", _HANDLER_AFTER], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert proc.stdout.strip() == "alive True"

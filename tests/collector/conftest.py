@@ -1,6 +1,8 @@
 import glob
 import json
 import os
+import socket
+import subprocess
 import sys
 
 import pytest
@@ -11,6 +13,24 @@ if HERE not in sys.path:
 
 PEER_PYTHON = os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "msprobe", "bin", "python")
 PEER_MSPROBE = os.path.join(os.environ.get("PEERS_DIR", "/tmp/peers"), "msprobe", "bin", "msprobe")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_ranks(script: str, args, cwd, ranks=(0, 1)):
+    """A two-rank gloo job, one `python -c script *args` process per rank (RANK, WORLD_SIZE, MASTER_* set, a free
+    port), started in the order of `ranks`; stdout and stderr piped, as text."""
+    port = free_port()
+    procs = []
+    for rank in ranks:
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, "-c", script, *args], env=env, cwd=cwd,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
 
 
 def need_peers():

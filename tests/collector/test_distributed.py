@@ -1,21 +1,14 @@
 """Two processes, gloo: collectives, point to point (sync and async) and DDP, each rank in its own folder."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import pytest
 import torch.multiprocessing as mp
-from conftest import PEER_PYTHON, need_peers
+from conftest import PEER_PYTHON, free_port, need_peers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, dump: str, port: int) -> None:
@@ -64,7 +57,7 @@ def _worker(rank: int, dump: str, port: int) -> None:
 @pytest.mark.slow
 def test_two_ranks_gloo(tmp_path):
     dump = str(tmp_path / "dump")
-    mp.spawn(_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    mp.spawn(_worker, args=(dump, free_port()), nprocs=2, join=True)
     for step in (0, 1):
         assert sorted(os.listdir(os.path.join(dump, f"step{step}"))) == ["rank0", "rank1"]
     data = {}
@@ -145,7 +138,7 @@ def test_asynchronous_collectives_are_recorded_once_complete_however_they_are_wa
     written as null, and then an irecv's buffer before the call was summarised (allocator leftovers); a collective right after backward() came ahead of the module backward records complete
     before it; and a step ended after destroy_process_group() went to a proc<pid> folder."""
     dump = str(tmp_path / "dump")
-    mp.spawn(_async_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    mp.spawn(_async_worker, args=(dump, free_port()), nprocs=2, join=True)
     bucket = {}
     for step in (0, 1):
         assert sorted(os.listdir(os.path.join(dump, f"step{step}"))) == ["rank0", "rank1"]
@@ -217,7 +210,7 @@ def test_tensors_a_collective_writes_are_summarised_anew_by_keyword_in_a_batch_a
     given by keyword (Megatron's recv(tensor=buf), ZeRO's broadcast(tensor=...)), inside batch_isend_irecv's
     P2POps, or was a view of the buffer the collective wrote: the records after it held the values before."""
     dump = str(tmp_path / "dump")
-    mp.spawn(_written_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    mp.spawn(_written_worker, args=(dump, free_port()), nprocs=2, join=True)
     for rank in (0, 1):
         with open(os.path.join(dump, "step0", f"rank{rank}", "dump.json")) as f:
             data = json.load(f)["data"]
@@ -253,7 +246,7 @@ def test_an_irecv_buffer_in_a_batch_gets_no_tensor_file(tmp_path):
     """With task tensor, the irecv buffer's leftovers, null in the record's input, were still written to a file
     no record names."""
     dump = str(tmp_path / "dump")
-    mp.spawn(_receive_buffer_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    mp.spawn(_receive_buffer_worker, args=(dump, free_port()), nprocs=2, join=True)
     name = "Distributed.batch_isend_irecv.0.forward"
     for rank, want in ((0, [f"{name}.input.0.0.pt", f"{name}.output.0.0.pt"]), (1, [f"{name}.output.0.0.pt"])):
         rank_dir = os.path.join(dump, "step0", f"rank{rank}")
@@ -293,7 +286,7 @@ def test_a_rank_the_filter_leaves_out_writes_nothing_when_its_rank_is_known_only
     """Under mp.spawn with init_process_group after start(), rank 1 took itself for rank 0 at start() and its
     step went to a rank1 folder under `"rank": [0]`; the step is now dropped once the rank is known."""
     dump = str(tmp_path / "dump")
-    mp.spawn(_late_rank_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    mp.spawn(_late_rank_worker, args=(dump, free_port()), nprocs=2, join=True)
     for step in (0, 1):
         assert os.listdir(os.path.join(dump, f"step{step}")) == ["rank0"], step
 
@@ -406,7 +399,7 @@ def test_tensor_parallel_dtensors_are_each_rank_s_shard_with_mesh_and_placements
     torch.Tensor item)."""
     dump = str(tmp_path / "dump")
     os.makedirs(dump)
-    mp.spawn(_tp_worker, args=(dump, _free_port()), nprocs=2, join=True)
+    mp.spawn(_tp_worker, args=(dump, free_port()), nprocs=2, join=True)
     for rank in (0, 1):
         with open(os.path.join(dump, f"expected{rank}.json")) as f:
             want = json.load(f)
@@ -432,7 +425,7 @@ def test_fsdp2_parameters_are_summarised_as_each_rank_s_shard(tmp_path, level):
     the local tensor), as the reference summarises a DTensor's local shard."""
     dump = str(tmp_path / "dump")
     os.makedirs(dump)
-    mp.spawn(_fsdp_worker, args=(dump, _free_port(), level), nprocs=2, join=True)
+    mp.spawn(_fsdp_worker, args=(dump, free_port(), level), nprocs=2, join=True)
     maxes = []
     for rank in (0, 1):
         with open(os.path.join(dump, f"expected{rank}.json")) as f:

@@ -15,7 +15,7 @@ import time
 
 import pytest
 import torch
-from conftest import make_debugger, rank_dirs
+from conftest import launch_ranks, make_debugger, rank_dirs
 from run_model import train
 
 from tbprobe.errors import TbprobeError
@@ -372,16 +372,7 @@ def test_a_rank_blocked_in_a_send_when_its_peer_crashes_keeps_the_send_and_says_
     step. Its step ended at the call before the send: nothing showed where it was stuck (msprobe keeps the send's
     inputs). And each rank's exit warning was the same line, which read as one message printed twice."""
     dump = str(tmp_path / "dump")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in (0, 1):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, "-c", _PEER_CRASHES, dump], env=env, cwd=tmp_path,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = launch_ranks(_PEER_CRASHES, [dump], tmp_path)
     errs = []
     try:
         for p in procs:

@@ -4,13 +4,13 @@ SIGTERM ends it; a process blocked in C, a forked child and a user's own handler
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
+from conftest import free_port, launch_ranks
 
 _SCRIPTS = {
     # step 0 whole; step 1 stops after its first module, in Python (a host-side loop), until the signal comes
@@ -170,14 +170,7 @@ def test_a_rank_blocked_in_c_still_ends_at_sigterm(tmp_path):
     never run it, and a SIGTERM that no longer ended the process would hang the launcher. The watchdog ends it
     (without the open step, which only the main thread can write safely)."""
     dump, flag = str(tmp_path / "dump"), str(tmp_path / "flag")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in (1, 0):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, "-c", _BLOCKED, dump, flag], env=env, cwd=tmp_path,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    procs = launch_ranks(_BLOCKED, [dump, flag], tmp_path, ranks=(1, 0))
     peer, blocked = procs
     try:
         deadline = time.time() + 120
@@ -221,9 +214,7 @@ def test_the_ranks_mp_spawn_ends_when_one_fails_keep_the_failing_step(tmp_path):
     import torch.multiprocessing as mp
 
     dump = str(tmp_path / "dump")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     with pytest.raises(mp.ProcessRaisedException, match="crashed on purpose"):
         mp.spawn(_spawned_rank, args=(dump, port), nprocs=2, join=True)
     for rank in (0, 1):

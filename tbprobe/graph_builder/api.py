@@ -103,14 +103,15 @@ def _to_entry(node_name: str, data: Dict[str, Dict[str, str]]) -> dict:
     return entry
 
 
-def compare_nodes(debug_node_data: dict, bench_node_data: dict, mode: str
+def compare_nodes(debug_node_data: dict, bench_node_data: dict, mode: str, strict_dtype: bool = False
                   ) -> Tuple[Optional[float], dict, dict]:
     """Compare two nodes as stored in tb_nodes (for manual matches in the plugin).
 
     `debug_node_data` / `bench_node_data`: {"node_name": str (optional), "input_data": {param_key: {field: str}},
     "output_data": {...}} - the JSON-decoded columns of each node's row. `mode`: statistics | md5 | structure
     (or the tb_config task names summary | md5 | structure). Tensor mode needs the tensor files, which stored
-    rows do not carry, so it falls back to statistics fields.
+    rows do not carry, so it falls back to statistics fields. `strict_dtype`: every floating-point dtype
+    difference an error, as the build that wrote the rows graded (`tbprobe graph --strict-dtype`); else a note.
 
     Returns (precision_index, input_data, output_data): the debug node's new precision index (0 pass, 0.5 warning,
     1 error, None when nothing could be compared) and its input_data / output_data with the compare fields of
@@ -126,7 +127,7 @@ def compare_nodes(debug_node_data: dict, bench_node_data: dict, mode: str
                                  **(debug_node_data.get("output_data") or {})})
     b_entry = _to_entry(b_name, {**(bench_node_data.get("input_data") or {}),
                                  **(bench_node_data.get("output_data") or {})})
-    res = compare_entries(d_name, d_entry, b_name, b_entry, mode)
+    res = compare_entries(d_name, d_entry, b_name, b_entry, mode, strict_dtype=strict_dtype)
     return res.precision, json.loads(res.input_text), json.loads(res.output_text)
 
 

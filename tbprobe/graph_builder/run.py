@@ -218,6 +218,9 @@ def run_graph(debug: str, bench: Optional[str], out_dir: str, *, overflow_check:
                           node_colors(mode) if bench else None,
                           sorted({r.rank for r in results}), sorted({r.step for r in results}))
         writer.set_meta("inputs", {"debug": str(debug), "bench": str(bench) if bench else None})
+        # (the plugin compares a manually matched pair again: it must grade dtypes as this build did; files
+        # without the key, older tbprobe's and the reference's, grade by the default)
+        writer.set_meta("strict_dtype", "1" if strict_dtype else "0")
         final = writer.close()
     except BaseException:
         if writer is not None:

@@ -242,6 +242,9 @@ class DbGraphFile:
             "schema_version": int(schema_version) if _DIGITS.fullmatch(str(schema_version or "")) else None,
             # written by the collector while training runs (formats/live_vis_db.py): its steps change
             "live": meta_rows.get("live") == "1",
+            # the build's `--strict-dtype` (a manual match is compared again as it graded); files without the
+            # row (older tbprobe's, the reference's) were graded by the default
+            "strict_dtype": meta_rows.get("strict_dtype") == "1",
         }
 
     def meta(self) -> dict:

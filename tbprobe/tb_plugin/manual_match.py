@@ -35,8 +35,10 @@ def recompute(graph_file, step: int, rank: int, debug: str, bench: str, task: st
         return None, None, None
     d_row = graph_file.node(step, rank, "NPU", debug)
     b_row = graph_file.node(step, rank, "Bench", bench)
+    # (graded as the build graded the file: with its --strict-dtype a bf16 vs fp32 pair is an error, not a note)
+    strict = bool(graph_file.meta().get("strict_dtype"))
     try:
-        result = compare_nodes(d_row, b_row, task)  # (precision_index, input_data, output_data)
+        result = compare_nodes(d_row, b_row, task, strict_dtype=strict)  # (precision_index, input_data, output_data)
         prec, ind, outd = result if isinstance(result, tuple) else (result, None, None)
         value = (None if prec is None else float(prec), ind, outd)
     except Exception:  # noqa: BLE001 - a failed recompute must not break the page: show "no precision"

@@ -115,6 +115,7 @@ class VisGraphFile:
             "writer": "msprobe",
             "live": False,
             "schema_version": None,
+            "strict_dtype": False,   # (the reference's files: graded by the default)
         }
 
     def meta(self) -> dict:

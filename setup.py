@@ -9,6 +9,7 @@ EXTENSIONS = [
               depends=["tbprobe/collector/_cstats_items.h", "tbprobe/collector/_cstats_untrack.h",
                        "tbprobe/collector/_cstats_stack.h", "tbprobe/collector/_cstats_api.h"]),
     Extension("tbprobe.collector._cwrite", ["tbprobe/collector/_cwrite.c"], extra_compile_args=["-O2"]),
+    Extension("tbprobe.collector._cjson", ["tbprobe/collector/_cjson.c"], extra_compile_args=["-O2"]),
     Extension("tbprobe.graph_builder._rowtext", ["tbprobe/graph_builder/_rowtext.c"], extra_compile_args=["-O3"],
               depends=[f"tbprobe/graph_builder/_rowtext_{part}.h"
                        for part in ("text", "items", "json", "raw", "slots", "compare")]),

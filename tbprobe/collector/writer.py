@@ -25,23 +25,39 @@ try:
     import orjson as _orjson
 except ImportError:  # a dependency of tbprobe; the json module does the same work more slowly
     _orjson = None
+try:
+    from tbprobe.collector._cjson import dumps_nonfinite as _dumps_nonfinite
+except ImportError:   # (the extension not built: the json module writes every tree holding a NaN or Inf)
+    _dumps_nonfinite = None
 
 from tbprobe.collector.recorder import Spilled, StackInterner, StepRecord, fill_items
 from tbprobe.errors import TbprobeError
 
 __all__ = ["StepWriter", "check_writable", "disk_full", "json_bytes", "write_files"]
 
+# what _cjson puts in place of a NaN, Infinity and -Infinity float while orjson encodes
+_FRAGMENTS = (tuple(_orjson.Fragment(t) for t in (b"NaN", b"Infinity", b"-Infinity"))
+              if _orjson is not None and hasattr(_orjson, "Fragment") else None)
+
 log = logging.getLogger("tbprobe.collector")
 
 
 def json_bytes(obj: Any, indent: Optional[int] = 1, finite: bool = False) -> bytes:
-    """`finite`: the caller knows `obj` holds no NaN/Inf float, so orjson may encode it (about 10x faster than
-    the json module's C encoder; the writer thread's CPU counts against the training process). orjson writes a
-    NaN as null, so anything else, and anything orjson refuses (integers beyond 64 bits, non-string keys), takes
-    the json module, which writes NaN/Infinity as the reference does."""
-    if finite and indent is None and _orjson is not None:
+    """Compact JSON (indent None) by orjson, about 10x faster than the json module's C encoder (the writer
+    thread's CPU counts against the training process). orjson writes a NaN as null: `finite` says the caller knows
+    `obj` holds no NaN/Inf float; otherwise _cjson swaps them for NaN/Infinity fragments during the call. Anything
+    orjson refuses (integers beyond 64 bits, non-string keys, a tree _cjson cannot vouch for) and indented text
+    take the json module, which writes NaN/Infinity as the reference does."""
+    if indent is None and _orjson is not None:
         try:
-            return _orjson.dumps(obj)
+            if finite:
+                return _orjson.dumps(obj)
+            if _dumps_nonfinite is not None and _FRAGMENTS is not None:
+                # NaN/Infinity written as the reference writes them, at orjson's speed (_cjson.c); None when the
+                # tree holds what that cannot vouch for
+                text = _dumps_nonfinite(obj, _orjson.dumps, *_FRAGMENTS)
+                if text is not None:
+                    return text
         except TypeError:
             pass
     # json.dumps, not json.dump: dump() always takes the pure-Python encoder, dumps() the C one when indent is

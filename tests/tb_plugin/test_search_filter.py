@@ -117,6 +117,22 @@ def test_a_regex_past_its_deadline_is_400(monkeypatch):
     assert info.value.status == 400 and "too costly" in info.value.message
 
 
+@pytest.mark.parametrize("pattern", [r"blk\d+\.forward", r"blk(?s:.)forward"])   # per line, and name by name
+def test_the_deadline_holds_over_many_quick_matches(monkeypatch, pattern):
+    """Each match is quick, but there are many: past the deadline each next match was still given a millisecond
+    of its own, so the search ran on over every name (3.9 s against the 2 s bound on a large graph). A clock that
+    moves 10 ms per reading puts the deadline 200 readings away: the search stops there with the 400."""
+    import tbprobe.tb_plugin.search_index as search_index
+
+    ticks = iter(range(10 ** 9))
+    monkeypatch.setattr(search_index.time, "monotonic", lambda: next(ticks) * 0.01)
+    names = [f"Module.blk{i}.forward.0" for i in range(5000)]
+    with pytest.raises(ApiError) as info:
+        NameSearch(names).find(pattern, regex=True, want=5)
+    assert info.value.status == 400 and "too costly" in info.value.message
+    assert next(ticks) < 1000   # it stopped near the deadline, not after reading the clock once per name
+
+
 def test_name_search_on_many_names_counts_names_not_occurrences():
     names = [f"Module.blk{i}.blk.forward.{i % 3}" for i in range(5000)] + ["x.blkblkblk"]
     idx = NameSearch(names)

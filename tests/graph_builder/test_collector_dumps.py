@@ -33,11 +33,7 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def two_steps(tmp_path_factory):
-    try:
-        import tbprobe.collector  # noqa: F401
-    except Exception as exc:  # the collector is another part; say why this test cannot run
-        pytest.skip(f"tbprobe collector not importable: {exc}")
+def two_steps(tmp_path_factory, collector_importable):
     out = tmp_path_factory.mktemp("dump") / "run"
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0 or not (out / "step1").is_dir():

@@ -51,11 +51,7 @@ EXTRA = {"Module.a.Blk.forward.1", "Module.a.fc.Linear.forward.1", "Functional.l
 
 
 @pytest.fixture(scope="module")
-def dumps(tmp_path_factory):
-    try:
-        import tbprobe.collector  # noqa: F401
-    except Exception as exc:  # the collector is another part; say why this test cannot run
-        pytest.skip(f"tbprobe collector not importable: {exc}")
+def dumps(tmp_path_factory, collector_importable):
     root = tmp_path_factory.mktemp("extra")
     for mode in ("debug", "bench"):
         proc = subprocess.run([sys.executable, "-c", SCRIPT, mode, str(root / mode)], capture_output=True,

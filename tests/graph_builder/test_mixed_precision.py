@@ -50,11 +50,7 @@ PLANTED = "Functional.linear.6.forward"   # blocks.1.mlp.fc's linear
 
 
 @pytest.fixture(scope="module")
-def dumps(tmp_path_factory):
-    try:
-        import tbprobe.collector  # noqa: F401
-    except Exception as exc:  # the collector is another part; say why this test cannot run
-        pytest.skip(f"tbprobe collector not importable: {exc}")
+def dumps(tmp_path_factory, collector_importable):
     base = tmp_path_factory.mktemp("mixed")
     out = {}
     for name, (mode, scale) in RUNS.items():

@@ -11,7 +11,8 @@ What the handler must never do is keep a process alive that its launcher ended:
   dead peer, whose wait ignores signals) would never get there. A watchdog thread hears the signal at once (the
   signal module's wakeup fd) and, if the handler has not begun within WATCHDOG_S seconds, ends the process with
   SIGTERM's default action: that step is lost, as before, and nothing waits.
-- A second SIGTERM while the step is written ends the process at once.
+- A second SIGTERM (or a SIGINT) while the step is written ends the process at once; other Python-level handlers
+  (a DataLoader's SIGCHLD one, which raises when its workers die of the same process-group SIGTERM) are held off.
 - A forked child (a DataLoader worker) inherits the handler and the wakeup fd: it gets SIGTERM's default action
   back, and the pipe is closed in it, so its signals never reach the parent's watchdog.
 A handler the user installs (before or after start()) wins: none is installed over one, and close() restores the
@@ -105,6 +106,10 @@ def _restore() -> None:
     sets a wakeup fd of its own)."""
     if signal.getsignal(signal.SIGTERM) is _handle:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _drop_wakeup_fd()
+
+
+def _drop_wakeup_fd() -> None:
     if _state["pipe"] is not None:
         old = signal.set_wakeup_fd(-1)
         if old != _state["pipe"][1]:
@@ -160,8 +165,15 @@ def _handle(signum, frame) -> None:
     began = _state["began"]
     if _state["pid"] != os.getpid() or began is None or began.is_set():
         _die()   # (a forked child that kept the handler; or a second SIGTERM while the first is handled)
+    # the wakeup fd dropped before the watchdog is told (it then closes the pipe's read end): each later signal (a
+    # DataLoader worker's SIGCHLD) was written into the closed pipe, an EPIPE traceback on stderr
+    try:
+        _drop_wakeup_fd()
+    except (ValueError, OSError):
+        pass
     began.set()
     try:
+        _hold_other_handlers()
         for callback in list(_callbacks.values()):
             try:
                 callback()
@@ -169,6 +181,29 @@ def _handle(signum, frame) -> None:
                 log.warning("tbprobe: writing the open step at SIGTERM failed: %s", exc)
     finally:
         _die()
+
+
+def _hold_other_handlers() -> None:
+    """While the open step is written, the process's other Python-level signal handlers are held off (it ends right
+    after): a DataLoader's SIGCHLD handler raised into the write ("worker ... is killed by signal") when a
+    process-group SIGTERM (scancel, kill -TERM -pgid) ended its workers too, and the step was lost. SIGINT (Ctrl-C
+    while it writes) ends the process at once, as a second SIGTERM does."""
+    for signum in signal.valid_signals():
+        if signum == signal.SIGTERM:
+            continue
+        try:
+            if callable(signal.getsignal(signum)):   # (not SIG_DFL or SIG_IGN, nor one set outside Python)
+                signal.signal(signum, _end_now if signum == signal.SIGINT else _ignore)
+        except (ValueError, OSError, RuntimeError):
+            pass
+
+
+def _ignore(signum, frame) -> None:
+    pass
+
+
+def _end_now(signum, frame) -> None:
+    _die()
 
 
 def _die() -> None:
@@ -205,13 +240,10 @@ def _before_fork() -> None:
     if _state["pid"] != os.getpid():
         return
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    if _state["pipe"] is not None:
-        try:
-            old = signal.set_wakeup_fd(-1)
-            if old != _state["pipe"][1]:
-                signal.set_wakeup_fd(old)
-        except (ValueError, OSError):   # (a fork from another thread)
-            pass
+    try:
+        _drop_wakeup_fd()
+    except (ValueError, OSError):   # (a fork from another thread)
+        pass
 
 
 def _after_fork_in_parent() -> None:

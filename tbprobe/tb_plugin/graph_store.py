@@ -61,8 +61,17 @@ def _ints(values, file: str, column: str) -> List[int]:
         if isinstance(v, bool) or not isinstance(v, (int, str)) or (isinstance(v, str) and not _DIGITS.fullmatch(v)):
             shown = quoted(v, 40) if isinstance(v, str) else repr(v)[:40]
             raise ApiError(400, f"{file}: tb_config {column} holds {shown}, not a step, rank or count")
-        out.append(int(v))
+        n = int(v)
+        # (past what a request can name and SQLite can bind: 99999999999999999999 was listed, and the background
+        # index of that step printed an OverflowError traceback on TensorBoard's console)
+        if not _INT_LO <= n <= _INT_HI:
+            raise ApiError(400, f"{file}: tb_config {column} holds {str(n)[:40]}, past the range of a step, rank or "
+                                f"count ({_INT_LO} to {_INT_HI})")
+        out.append(n)
     return out
+
+
+_INT_LO, _INT_HI = -(1 << 31), (1 << 31) - 1   # request_params.integer's range of step and rank
 
 
 def _dict(value) -> dict:

@@ -230,3 +230,26 @@ def test_a_parent_cycle_hangs_under_the_root_instead_of_vanishing(api, logdir):
                            max_nodes=100000)
     assert status == 200 and body["complete"] and not body["capped"]
     assert 1 + sum(level["count"] for level in body["levels"]) == stored
+
+
+@pytest.mark.parametrize("column,value,shown", [("step_list", "[0, 99999999999999999999]", "99999999999999999999"),
+                                                ("rank_list", "[-9223372036854775808]", "-9223372036854775808")])
+def test_a_tb_config_step_past_what_a_request_can_name_is_a_400_without_a_traceback(api, logdir, capfd, column,
+                                                                                   value, shown):
+    """A step_list of 99999999999999999999 was listed by /api/meta (200): the page asks for a step the routes
+    refuse ("parameter step must be between ..."), and the background index of that step printed an OverflowError
+    traceback on TensorBoard's console (SQLite binds 64-bit integers only)."""
+    run, file = db_file(logdir, "cmp_stat")
+    conn = sqlite3.connect(str(logdir / run / file))
+    conn.execute(f"UPDATE tb_config SET {column} = ?", (value,))
+    conn.commit()
+    conn.close()
+    want = (f"{file}: tb_config {column} holds {shown}, past the range of a step, rank or count "
+            "(-2147483648 to 2147483647)")
+    status, body = api.get("/api/meta", run=run, file=file)
+    assert (status, body["error"]) == (400, want)
+    for route, status, error in _every_route(api, run, file):
+        assert (status, error) == (400, want), route
+    status, body = api.get("/api/runs")
+    assert status == 200
+    assert "Traceback" not in capfd.readouterr().err

@@ -6,7 +6,7 @@ output (ReLU(inplace=True), `h.mul_()`) fail. Tensor hooks leave the user's grap
 import logging
 import sys
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import AbstractSet, Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
@@ -103,14 +103,23 @@ class ModuleHooks:
         the i-th model of a list."""
         before = len(self.handles)
         if isinstance(model, (list, tuple)):
+            # chunks may share modules (a virtual pipeline's first and last chunks tie the word embeddings): a
+            # shared module is hooked once, named in the first chunk that holds it, and the chunks of one list
+            # never replace one another
+            chunks = {id(m) for m in model}
+            earlier: set = set()
             for i, m in enumerate(model):
-                self._attach_one(m, f"{self.prefix}.{i}")
+                self._attach_one(m, f"{self.prefix}.{i}", chunks, earlier)
+                earlier |= self._models[id(m)].module_ids
         else:
             self._attach_one(model, self.prefix)
         if len(self.handles) > before:
             _drop_code_compiled_without_hooks(self.session.guard.report)
 
-    def _attach_one(self, model: torch.nn.Module, prefix: str) -> None:
+    def _attach_one(self, model: torch.nn.Module, prefix: str, chunks: AbstractSet[int] = frozenset(),
+                    earlier: AbstractSet[int] = frozenset()) -> None:
+        """Hook `model`; `chunks`: the ids of the models given with it in one list, `earlier`: the ids of the
+        modules of those before it in the list, hooked under their names."""
         known = self._models.get(id(model))
         if known is not None and known.ref() is model:
             # hooked at an earlier start(): parameters unfrozen, frozen or replaced since are hooked anew
@@ -120,6 +129,8 @@ class ModuleHooks:
             return
         module_ids = {id(m) for m in model.modules()}
         for mid, other in list(self._models.items()):
+            if mid in chunks and other.ref() is not None:
+                continue
             if other.ref() is None or other.module_ids & module_ids:
                 # (a model gone, whose id this one may have; or one sharing modules with this one: a submodule
                 # given before the whole model, or after it. Its hooks would record those modules twice, under
@@ -132,6 +143,8 @@ class ModuleHooks:
         owners = hooked.owners
         scripted: List[str] = []
         for path, mod in model.named_modules():
+            if id(mod) in earlier:
+                continue  # a module an earlier chunk of the same list holds: hooked under that chunk's name
             if isinstance(mod, torch.jit.ScriptModule):
                 # PyTorch refuses hooks on TorchScript modules (their calls run in the TorchScript interpreter):
                 # such a module and everything inside it are left out, with one warning naming the outermost ones

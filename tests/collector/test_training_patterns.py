@@ -1,6 +1,7 @@
 """The collector on the training patterns users have (patterns_run.py): activation checkpointing, gradient
 accumulation, eval passes inside and between steps (no_grad, inference_mode), modules called twice or returning
-dicts, namedtuples, dataclasses or None, bf16 autocast, model chunks sharing a module, and misuse of the API. Each run trains as the plain run does, bit for bit, writes dumps that tbprobe's
+dicts, namedtuples, dataclasses or None, bf16 autocast, model chunks sharing a module, a module replaced between
+steps, and misuse of the API. Each run trains as the plain run does, bit for bit, writes dumps that tbprobe's
 formats and graph builder read, and has the records the reference names."""
 import json
 import logging
@@ -202,7 +203,7 @@ def test_bf16_autocast(tmp_path, level):
             assert data["Functional.linear.0.forward"]["output"][0]["dtype"] == "torch.bfloat16"
 
 
-# --- model chunks that share a module ------------------------------------------------------------------------
+# --- model chunks that share a module; a module replaced between steps ---------------------------------------
 
 @pytest.mark.parametrize("level", ["L0", "mix"])
 def test_model_chunks_sharing_a_module(tmp_path, level, caplog):
@@ -222,6 +223,35 @@ def test_model_chunks_sharing_a_module(tmp_path, level, caplog):
         assert "Module.0.emb.Embedding.parameters_grad.0" in data
         assert not any(k.startswith("Module.1.emb.") for k in data)
         assert construct["Module.0.fc.Linear.forward.0"] is None
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_submodule_replaced_between_steps_is_recorded(tmp_path, level):
+    """A new head put in place between steps (fine-tuning swaps it, adapters are injected after warm-up) is hooked
+    at the next start() under its path's name; the module it replaced is no longer recorded. It was never
+    hooked: start() saw a model it knew and checked only its parameters."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    old_head = model[2]
+    dbg = _debugger(tmp_path, level, 2)
+    for step in range(2):
+        if step == 1:
+            model[2] = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 1))
+        dbg.start(model=model)
+        model(torch.randn(3, 4)).sum().backward()
+        old_head(torch.randn(2, 4))    # the replaced module, still alive, called outside the model
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    (first, _), (second, construct) = _steps(tmp_path, 2)
+    assert "Module.2.Linear.forward.1" in first          # the old head's call outside the model, in step 0
+    assert not any(k.startswith("Module.2.Linear.") for k in second)
+    for name in ("Module.2.0.Linear.forward.0", "Module.2.1.Linear.forward.0", "Module.2.0.Linear.backward.0",
+                 "Module.2.1.Linear.parameters_grad.0", "Module.0.Linear.forward.0", "Module.0.Linear.backward.0"):
+        assert name in second, name
+    assert construct["Module.2.0.Linear.forward.0"] == "Module.2.Sequential.forward.0"
+    assert len([k for k in second if k.startswith("Module.0.Linear.forward")]) == 1
 
 
 # --- misuse ----------------------------------------------------------------------------------------------------

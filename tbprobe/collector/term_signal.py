@@ -8,9 +8,12 @@ sent again, so the process ends as it would have (killed by SIGTERM, same status
 
 What the handler must never do is keep a process alive that its launcher ended:
 - Python runs a handler in the main thread between bytecodes; a main thread blocked in C (a collective waiting for a
-  dead peer, whose wait ignores signals) would never get there. A watchdog thread hears the signal at once (the
-  signal module's wakeup fd) and, if the handler has not begun within WATCHDOG_S seconds, ends the process with
-  SIGTERM's default action: that step is lost, as before, and nothing waits.
+  dead peer, whose wait ignores signals: the usual state of the ranks a launcher ends after one failed) would never
+  get there. A watchdog thread hears the signal at once (the signal module's wakeup fd) and, if the handler has not
+  begun within WATCHDOG_S seconds, writes the open steps itself, from its own thread, for at most WRITE_S seconds,
+  then ends the process with SIGTERM's default action. The main thread is parked in C meanwhile, so the records are
+  still; should it come back into Python, the pending handler ends the process at once (every file is written
+  under a temporary name and renamed, so none is left half-written).
 - A second SIGTERM (or a SIGINT) while the step is written ends the process at once; other Python-level handlers
   (a DataLoader's SIGCHLD one, which raises when its workers die of the same process-group SIGTERM) are held off.
 - A forked child (a DataLoader worker) inherits the handler and the wakeup fd: it gets SIGTERM's default action
@@ -26,13 +29,17 @@ import threading
 import weakref
 from typing import Callable, Optional
 
-__all__ = ["on_terminate", "WATCHDOG_S"]
+__all__ = ["on_terminate", "WATCHDOG_S", "WRITE_S"]
 
 log = logging.getLogger("tbprobe.collector")
 
 WATCHDOG_S = 5.0   # how long a main thread blocked in C may keep the process from ending
+# how long the watchdog then spends writing the open steps: with WATCHDOG_S under the 30 s torchrun and most
+# schedulers leave between SIGTERM and SIGKILL
+WRITE_S = 20.0
 
 _lock = threading.Lock()
+_claim_lock = threading.RLock()   # who writes the open steps: the main thread's handler or the watchdog, never both
 _callbacks: "weakref.WeakKeyDictionary[object, Callable[[], None]]" = weakref.WeakKeyDictionary()
 _state = {"pid": None, "pipe": None, "began": None}
 
@@ -154,11 +161,35 @@ def _wait_for_sigterm(r: int, began: threading.Event) -> None:
         if signal.SIGTERM in data:
             if signal.getsignal(signal.SIGTERM) is not _handle:
                 continue   # (the user's handler, installed since: it decides, the watchdog never ends the process)
-            if not began.wait(WATCHDOG_S):
+            if not began.wait(WATCHDOG_S) and _claim(began):
                 log.warning("tbprobe: SIGTERM came while the main thread was blocked outside Python for %.0f s: "
-                            "the process ends without writing its open step", WATCHDOG_S)
+                            "its open step is written from another thread (at most %.0f s), then the process ends",
+                            WATCHDOG_S, WRITE_S)
+                writer = threading.Thread(target=_run_callbacks, name="tbprobe-sigterm-write", daemon=True)
+                writer.start()
+                writer.join(WRITE_S)
+                if writer.is_alive():
+                    log.warning("tbprobe: the open step was not written within %.0f s: the process ends without it",
+                                WRITE_S)
                 _die()
             return
+
+
+def _claim(began: threading.Event) -> bool:
+    """Whether the caller is the one to write the open steps (the first to ask)."""
+    with _claim_lock:
+        if began.is_set():
+            return False
+        began.set()
+        return True
+
+
+def _run_callbacks() -> None:
+    for callback in list(_callbacks.values()):
+        try:
+            callback()
+        except BaseException as exc:   # (never a traceback from a signal handler: the process ends next)
+            log.warning("tbprobe: writing the open step at SIGTERM failed: %s", exc)
 
 
 def _handle(signum, frame) -> None:
@@ -171,14 +202,11 @@ def _handle(signum, frame) -> None:
         _drop_wakeup_fd()
     except (ValueError, OSError):
         pass
-    began.set()
+    if not _claim(began):
+        _die()   # (back from C while the watchdog writes the open steps)
     try:
         _hold_other_handlers()
-        for callback in list(_callbacks.values()):
-            try:
-                callback()
-            except BaseException as exc:   # (never a traceback from a signal handler: the process ends next)
-                log.warning("tbprobe: writing the open step at SIGTERM failed: %s", exc)
+        _run_callbacks()
     finally:
         _die()
 

@@ -165,10 +165,11 @@ dist.recv(t, src=1)              # blocked in gloo's C++ wait, where Python's si
 """
 
 
-def test_a_rank_blocked_in_c_still_ends_at_sigterm(tmp_path):
+def test_a_rank_blocked_in_c_ends_at_sigterm_and_keeps_its_open_step(tmp_path):
     """A handler runs between bytecodes: a main thread waiting in a collective for a peer that never sends would
-    never run it, and a SIGTERM that no longer ended the process would hang the launcher. The watchdog ends it
-    (without the open step, which only the main thread can write safely)."""
+    never run it, and a SIGTERM that no longer ended the process would hang the launcher. The watchdog writes the
+    open step from its own thread (the step a launcher's SIGTERM cuts short is most often one where the surviving
+    ranks wait in a collective for the failed one: it was lost on each of them), then ends the process."""
     dump, flag = str(tmp_path / "dump"), str(tmp_path / "flag")
     procs = launch_ranks(_BLOCKED, [dump, flag], tmp_path, ranks=(1, 0))
     peer, blocked = procs
@@ -186,7 +187,15 @@ def test_a_rank_blocked_in_c_still_ends_at_sigterm(tmp_path):
                 p.kill()
             p.communicate()
     assert blocked.returncode == -signal.SIGTERM, err[-2000:]
-    assert "blocked outside Python" in err and "Traceback" not in err
+    assert "blocked outside Python" in err and "written from another thread" in err, err[-2000:]
+    assert "Traceback" not in err and "failed" not in err, err[-2000:]
+    with open(os.path.join(dump, "step0", "rank0", "dump.json")) as f:
+        data = json.load(f)["data"]
+    assert "Torch.exp.0.forward" in data, list(data)
+    # the collective it was stuck in, with its inputs (no output: it never returned)
+    recv = data.get("Distributed.recv.0.forward")
+    assert recv is not None and "output" not in recv, list(data)
+    assert recv["input_kwargs"]["src"]["value"] == 1, recv
 
 
 def _spawned_rank(rank, dump, port):

@@ -538,6 +538,8 @@ def _write_unfinished_step(ref: "weakref.ref[PrecisionDebugger]", why: str = "")
         if why:
             log.warning("tbprobe: %s: %s came inside step %d: writing what it recorded before the process ends",
                         who, why, dbg.current_step)
+            if dbg._dist is not None:   # (the collective it waits in, when it does: where the rank was stuck)
+                dbg._dist.record_in_flight()
         else:
             log.warning("tbprobe: %s: the process is ending inside step %d: writing what it recorded (call step() "
                         "or close() to end it yourself)", who, dbg.current_step)

@@ -11,7 +11,7 @@ never waits for one itself, which could deadlock. A call that raises (a peer tha
 record, as in the reference.
 """
 import logging
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
@@ -78,6 +78,9 @@ class DistributedCapture:
         self._saved: Dict[str, Any] = {}
         self._pending: Dict[int, _Pending] = {}   # id(work handle) -> its call's record to make
         self._wait = None                         # Work.wait as torch has it, while it is wrapped
+        # the call the main thread is in (a blocking collective: its record waits for its return), for the step
+        # written while it never returns (record_in_flight)
+        self._in_flight: Optional[tuple] = None
         self._late = 0                            # calls not complete when their step ended
         self._settler = _Settler(self)
 
@@ -179,6 +182,13 @@ class DistributedCapture:
                 if c10d is not None and getattr(c10d, name, None) is orig:
                     setattr(c10d, name, wrapper)
 
+    def record_in_flight(self) -> None:
+        """The collective the main thread is blocked in, recorded with its inputs as one that raised (the step is
+        written while it waits: a SIGTERM's, from the watchdog's thread), once."""
+        call, self._in_flight = self._in_flight, None
+        if call is not None:
+            _raised(self.session, *call)
+
     def exit(self) -> None:
         if not self._saved:
             return
@@ -222,14 +232,17 @@ class DistributedCapture:
                 return orig(*args, **kwargs)
             # (still busy during the call: at L1 the collective hands itself to the operator mode, by the name
             # torch.distributed's module knows it by, which is this wrapper; it must not be recorded twice)
+            self._in_flight = (name, parent, args_items, kwargs_items)
             try:
                 result = orig(*args, **kwargs)
             except BaseException:
                 # a call that never returned (a peer that crashed: gloo's "Connection closed by peer" in a blocked
                 # send) keeps its inputs, as in the reference: where the rank was stuck is what its user looks for
-                _raised(s, name, parent, args_items, kwargs_items)
+                if self._in_flight is not None:
+                    _raised(s, name, parent, args_items, kwargs_items)
                 raise
             finally:
+                self._in_flight = None
                 s.busy -= 1
             step = s.step
 

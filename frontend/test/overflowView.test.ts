@@ -30,6 +30,17 @@ describe("the overflow list", () => {
       await v.reload();
       expect(v.el.querySelectorAll("[data-testid=overflow-item]").length).toBe(1);
       expect(tagged(v)).toEqual([]);
+      // and says why the list has no start: the norm-ratio "high" nodes of a healthy optimizer read as the overflow
+      expect(v.el.querySelector("[data-testid=overflow-no-start]")?.textContent).toContain("No node here");
+    }
+  });
+
+  it("says what the levels mean, and no 'no start' note when a node is flagged or the list is empty", async () => {
+    for (const items of [[{ name: "Torch.exp.0.forward", overflow: "critical", order: 14, first: true }], []]) {
+      const v = view(items);
+      await v.reload();
+      expect(v.el.querySelector("[data-testid=overflow-levels]")?.textContent).toContain("critical: finite inputs");
+      expect(v.el.querySelector("[data-testid=overflow-no-start]")).toBeNull();
     }
   });
 });

@@ -95,6 +95,12 @@ export const en = {
   rows: "rows",
   overflowList: "Overflow nodes in execution order",
   noOverflow: "No overflow in this rank.",
+  overflowLevels: "critical: finite inputs, an Inf/NaN output (where an overflow can start); high: Inf/NaN in " +
+    "and out, or an output norm over 100 times the inputs'; medium: Inf/NaN inputs, a finite output. 'first' " +
+    "marks where the overflow starts: the earliest critical node whose Inf/NaN no argument brings in and the " +
+    "bench does not share.",
+  overflowNoStart: "No node here is where an overflow starts: each had Inf/NaN coming in, or only its norm " +
+    "grew past 100 times its inputs' (an optimizer's sqrt of small moments does).",
   first: "first",
   goToGraph: "Show in graph",
   breadcrumbsRoot: "Path",

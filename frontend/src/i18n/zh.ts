@@ -97,6 +97,11 @@ export const zh: Record<MessageKey, string> = {
   rows: "行",
   overflowList: "按执行顺序的溢出节点",
   noOverflow: "该卡没有溢出。",
+  overflowLevels: "严重：输入有限而输出含 Inf/NaN（溢出可能从这里开始）；高：输入和输出都含 Inf/NaN，或输出的范数超过" +
+    "输入的 100 倍；中：输入含 Inf/NaN、输出有限。“首个”标出溢出开始之处：最早的严重节点，其 Inf/NaN 不来自任何参数，" +
+    "且标杆侧没有同样的溢出。",
+  overflowNoStart: "这里没有溢出开始的节点：每个节点的 Inf/NaN 都来自输入，或只是范数超过输入的 100 倍（优化器对很小的" +
+    "动量求 sqrt 时就会这样）。",
   first: "首个",
   goToGraph: "在图中显示",
   breadcrumbsRoot: "路径",

@@ -11,7 +11,10 @@ export class OverflowView {
 
   constructor(private ctx: AppContext) {
     this.list = el("div", { class: "ga-overflow-list", testid: "overflow-list" });
-    this.el = el("div", { class: "ga-overflow-view" }, el("h3", { text: t("overflowList") }), this.list);
+    // what each level means (the reference's rule, docs/http_api.md): a run with healthy optimizer sqrt()s lists
+    // them "high" (a norm past 100 x its inputs'), which a user took for the overflow they were looking for
+    this.el = el("div", { class: "ga-overflow-view" }, el("h3", { text: t("overflowList") }),
+      el("p", { class: "ga-muted", testid: "overflow-levels", text: t("overflowLevels") }), this.list);
   }
 
   async reload(): Promise<void> {
@@ -32,6 +35,9 @@ export class OverflowView {
       const section = el("section", { class: "ga-overflow-rank" },
         el("h4", { text: `${t("rank")} ${rank} (${items.length})` }));
       if (!items.length) section.append(el("p", { class: "ga-muted", text: t("noOverflow") }));
+      else if (!items.some((it) => it.first === true)) {
+        section.append(el("p", { class: "ga-muted", testid: "overflow-no-start", text: t("overflowNoStart") }));
+      }
       const ol = el("ol", { class: "ga-list" });
       items.forEach((it) => {
         // where the overflow starts, as the server says (docs/http_api.md): none when no node is critical, never

@@ -84,6 +84,18 @@ static int is_container(PyObject *v) {
     return PyDict_CheckExact(v) || PyList_CheckExact(v) || PyTuple_CheckExact(v);
 }
 
+static int walk(PyObject *obj, Swaps *s, int depth);
+
+/* A value that is no float to swap: a plain container is walked, a subclass of one refused (the json module
+   writes it as it would), anything else left. Returns as walk does. */
+static int descend(PyObject *value, Swaps *s, int depth) {
+    if (is_container(value))
+        return walk(value, s, depth + 1);
+    if (PyDict_Check(value) || PyList_Check(value) || PyTuple_Check(value))
+        return 1;
+    return 0;
+}
+
 /* 0: walked, 1: refuse (nothing raised), -1: error raised. Swaps made so far stay in `s` for restore. */
 static int walk(PyObject *obj, Swaps *s, int depth) {
     if (depth > MAX_DEPTH)
@@ -102,12 +114,10 @@ static int walk(PyObject *obj, Swaps *s, int depth) {
                 /* (replacing the value of a key already present does not resize: PyDict_Next may go on) */
                 if (PyDict_SetItem(obj, key, frag) < 0)
                     return -1;
-            } else if (is_container(value)) {
-                int r = walk(value, s, depth + 1);
+            } else {
+                int r = descend(value, s, depth);
                 if (r)
                     return r;
-            } else if (PyDict_Check(value) || PyList_Check(value) || PyTuple_Check(value)) {
-                return 1;
             }
         }
         return 0;
@@ -124,12 +134,10 @@ static int walk(PyObject *obj, Swaps *s, int depth) {
                 Py_INCREF(frag);
                 PyList_SET_ITEM(obj, i, frag);
                 Py_DECREF(value);   /* (still held by the swap) */
-            } else if (is_container(value)) {
-                int r = walk(value, s, depth + 1);
+            } else {
+                int r = descend(value, s, depth);
                 if (r)
                     return r;
-            } else if (PyDict_Check(value) || PyList_Check(value) || PyTuple_Check(value)) {
-                return 1;
             }
         }
         return 0;
@@ -140,13 +148,9 @@ static int walk(PyObject *obj, Swaps *s, int depth) {
             int c = classify(value, &frag, s);
             if (c != 0)
                 return 1;   /* (a tuple is not changed in place: the json module writes this one) */
-            if (is_container(value)) {
-                int r = walk(value, s, depth + 1);
-                if (r)
-                    return r;
-            } else if (PyDict_Check(value) || PyList_Check(value) || PyTuple_Check(value)) {
-                return 1;
-            }
+            int r = descend(value, s, depth);
+            if (r)
+                return r;
         }
         return 0;
     }

@@ -254,6 +254,30 @@ def test_a_submodule_replaced_between_steps_is_recorded(tmp_path, level):
     assert len([k for k in second if k.startswith("Module.0.Linear.forward")]) == 1
 
 
+def test_a_model_given_alone_then_in_a_list_of_chunks_is_named_as_a_chunk(tmp_path):
+    """start(model=m1), then start(model=[m1, m2]): from then on m1's modules are `Module.0.*`, as if the list had
+    been given from the start. m1 kept the names it was hooked with alone, `Module.fc...` beside `Module.1.fc...`."""
+    torch.manual_seed(0)
+    m1, m2 = torch.nn.Sequential(torch.nn.Linear(4, 4)), torch.nn.Sequential(torch.nn.Linear(4, 4))
+    dbg = _debugger(tmp_path, "L0", 3)
+    for given in [m1, [m1, m2], m1]:
+        dbg.start(model=given)
+        m2(m1(torch.randn(2, 4))).sum().backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    first, second, third = _steps(tmp_path, 3)
+    assert sorted(first[0]) == ["Module.0.Linear.backward.0", "Module.0.Linear.forward.0",
+                                "Module.0.Linear.parameters_grad.0"]
+    assert sorted(k for k in second[0] if "forward" in k) == ["Module.0.0.Linear.forward.0",
+                                                              "Module.1.0.Linear.forward.0"]
+    names = set(third[0])
+    # m1 alone again: its own names; m2, hooked beside it, keeps its chunk's
+    assert {"Module.0.Linear.forward.0", "Module.1.0.Linear.forward.0"} <= names
+    assert not any(k.startswith("Module.0.0.") for k in names)
+
+
 # --- misuse ----------------------------------------------------------------------------------------------------
 
 def _misuse_run(dbg, case, other=None):

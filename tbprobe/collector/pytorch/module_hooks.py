@@ -61,15 +61,16 @@ def _module_ids(model: torch.nn.Module) -> set:
 
 
 class _Hooked:
-    """A model attach() hooked: itself (weakly: a model the user drops is not kept), the ids of its modules, its
-    hooks (`handles`, from `first` in ModuleHooks.handles), and its modules with parameters, with their
-    ParamGrads (whose parameter hooks start() checks again)."""
+    """A model attach() hooked: itself (weakly: a model the user drops is not kept), the ids of its modules, the
+    prefix of its names, its hooks (`handles`, from `first` in ModuleHooks.handles), and its modules with
+    parameters, with their ParamGrads (whose parameter hooks start() checks again)."""
 
-    __slots__ = ("ref", "module_ids", "first", "handles", "owners")
+    __slots__ = ("ref", "module_ids", "prefix", "first", "handles", "owners")
 
-    def __init__(self, model: torch.nn.Module, module_ids: set, first: int) -> None:
+    def __init__(self, model: torch.nn.Module, module_ids: set, prefix: str, first: int) -> None:
         self.ref = weakref.ref(model)
         self.module_ids = module_ids
+        self.prefix = prefix
         self.first = first
         self.handles: List[Any] = []
         self.owners: List[tuple] = []
@@ -135,14 +136,15 @@ class ModuleHooks:
         module_ids = _module_ids(model)   # (at each start(): 0.2 us a module, a third of model.modules()'s)
         known = self._models.get(id(model))
         if known is not None and known.ref() is model:
-            if known.module_ids == module_ids:
+            if known.module_ids == module_ids and known.prefix == prefix:
                 # hooked at an earlier start(): parameters unfrozen, frozen or replaced since are hooked anew
                 for mod, pg in known.owners:
                     if params_changed(mod, pg.sig):
                         pg.hook(mod)
                 return
-            # a submodule added, removed or replaced since (a new head, adapters injected after warm-up): the
-            # model is hooked anew, whole, so that each module has the name of its path now
+            # a submodule added, removed or replaced since (a new head, adapters injected after warm-up), or the
+            # model given alone before and now as a chunk of a list (or the other way): the model is hooked anew,
+            # whole, so that each module has the name of its path now
             self._detach_model(id(model))
         for mid, other in list(self._models.items()):
             if mid in chunks and other.ref() is not None:
@@ -155,7 +157,7 @@ class ModuleHooks:
                     log.warning("tbprobe: start(model=...): this model shares modules with one given before; the "
                                 "earlier one is no longer recorded, its modules are named as parts of this one")
                 self._detach_model(mid)
-        hooked = self._models[id(model)] = _Hooked(model, module_ids, len(self.handles))
+        hooked = self._models[id(model)] = _Hooked(model, module_ids, prefix, len(self.handles))
         owners = hooked.owners
         scripted: List[str] = []
         for path, mod in model.named_modules():

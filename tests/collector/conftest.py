@@ -22,12 +22,13 @@ def free_port() -> int:
 
 
 def launch_ranks(script: str, args, cwd, ranks=(0, 1)):
-    """A two-rank gloo job, one `python -c script *args` process per rank (RANK, WORLD_SIZE, MASTER_* set, a free
-    port), started in the order of `ranks`; stdout and stderr piped, as text."""
+    """A gloo job of len(ranks) ranks, one `python -c script *args` process per rank (RANK, WORLD_SIZE, MASTER_*
+    set, a free port), started in the order of `ranks`; stdout and stderr piped, as text."""
     port = free_port()
     procs = []
     for rank in ranks:
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(len(ranks)), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
         procs.append(subprocess.Popen([sys.executable, "-c", script, *args], env=env, cwd=cwd,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs

@@ -23,11 +23,14 @@ __all__ = ["DistributedCapture", "COLLECTIVES"]
 log = logging.getLogger("tbprobe.collector")
 
 # The collectives the reference records (checked against msprobe 26.2.0, tests/collector/test_distributed.py). Not
-# barrier, nor the *_object functions: the collectives they make inside (all_gather, broadcast) are recorded.
+# barrier, nor the *_object functions: the collectives they make inside (all_gather, broadcast) are recorded. Also
+# all_gather_single and reduce_scatter_single, torch 2.13's names for all_gather_into_tensor and
+# reduce_scatter_tensor (which it deprecates and runs through them), the ones FSDP2 calls: the reference's list
+# predates them, and without them an FSDP2 step had no collective at all.
 COLLECTIVES = (
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "gather",
     "scatter", "reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
-    "send", "recv", "isend", "irecv", "batch_isend_irecv",
+    "send", "recv", "isend", "irecv", "batch_isend_irecv", "all_gather_single", "reduce_scatter_single",
 )
 
 # Each collective's destination buffer (a position, and the keyword torch names it by): what it holds before the
@@ -38,6 +41,7 @@ _PLACEHOLDERS = {
     "scatter": (0, "tensor"), "reduce_scatter": (0, "output"), "reduce_scatter_tensor": (0, "output"),
     "_reduce_scatter_base": (0, "output"), "all_gather_into_tensor": (0, "output_tensor"),
     "_all_gather_base": (0, "output_tensor"), "all_to_all_single": (0, "output"),
+    "all_gather_single": (0, "output_tensor"), "reduce_scatter_single": (0, "output"),
     "all_to_all": (0, "output_tensor_list"),
 }
 _UNCHANGED = {"isend": 0}

@@ -111,6 +111,12 @@ class DistributedCapture:
         for w in p.works:
             self._pending.pop(id(w), None)
         p.finish()
+        self._idle()
+
+    def _idle(self) -> None:
+        """wait() back as torch has it once capture is off and no call is pending (exit())."""
+        if not self._pending and not self._saved:
+            self._unwrap_wait()
 
     def _on_wait(self, work: Any) -> None:
         p = self._pending.get(id(work))
@@ -133,6 +139,7 @@ class DistributedCapture:
                 log.warning("tbprobe: %s was not complete when its step ended (not waited for): not recorded",
                             late[0].name)
             self._pending.clear()
+            self._idle()
 
     def _calls(self) -> List[_Pending]:
         """The pending calls, each once (batch_isend_irecv's is there under each of its handles)."""
@@ -198,8 +205,11 @@ class DistributedCapture:
             return
         import torch.distributed as dist
 
-        self._unwrap_wait()
         self.settle()
+        # a call still pending keeps wait() wrapped until its step ends: one waited after stop() (the optimizer's
+        # step waiting for the gradients' reduction, after a stop() put right after backward) is recorded then
+        if not self._pending:
+            self._unwrap_wait()
 
         c10d = getattr(dist, "distributed_c10d", None)
         for name, orig in self._saved.items():

@@ -139,6 +139,7 @@ class PrecisionDebugger:
         self._module_dump = ModuleDumper(self.session, cfg.level, self._pause_operators, self._resume_operators)
         self._tokens = TokenWindow(self._pause_collection, self._resume_collection)
         self._rank_id: Optional[int] = None       # start(rank_id=...): the rank when torch.distributed cannot tell
+        self._rank_guessed = False                # a step ended with the rank unknown (_rank_may_be_wanted)
         self._collecting = False                  # between start() and stop()
         self._in_step_block = False               # inside step_fn or collect() (_one_step)
         self._told_scheduled = False
@@ -167,7 +168,7 @@ class PrecisionDebugger:
             self._told_scheduled = True
             log.warning("tbprobe: start(scheduled_tokens=...) (a vLLM request's slicing) is not supported: "
                         "each step is collected whole")
-        if not self.steps.step_wanted(self.current_step) or not self.steps.rank_wanted(self._filter_rank()):
+        if not self.steps.step_wanted(self.current_step) or not self._rank_may_be_wanted():
             self._uninstall_apis()      # (set_init_step may have moved past the collected steps)
             return
         self._open_writer()
@@ -279,12 +280,14 @@ class PrecisionDebugger:
                     self._writer.submit(record, values, self._rank_dir())
                     if not self.config.async_dump:
                         self._writer.flush()    # async_dump false: the step's files are complete on return
+                if self._rank() is None:
+                    self._rank_guessed = True   # (a process alone: its later steps follow the guess, 0)
             except Exception as exc:
                 self.guard.report("step end", exc)
             self._debug.end_step()
         self.current_step += 1
-        if self.steps.finished(self.current_step):
-            self._finish(None)
+        if self.steps.finished(self.current_step) or not self._rank_may_be_wanted():
+            self._finish(None)   # (or a rank the filter leaves out, once that is known: nothing more to collect)
         elif not self.steps.step_wanted(self.current_step):
             self._uninstall_apis()      # the operator capture's wrappers stay only between collected steps
 
@@ -454,6 +457,15 @@ class PrecisionDebugger:
             return r
         env = os.environ.get("RANK", "")
         return int(env) if env.isascii() and env.isdigit() else 0
+
+    def _rank_may_be_wanted(self) -> bool:
+        """start()'s answer to the `rank` filter. Where the rank is only guessed (no torch.distributed yet, no RANK,
+        no rank_id: mp.spawn, init_process_group after start()), the first step is collected whatever the guess,
+        and its end, which knows the rank, writes it or not: rank 1 under `"rank": [1]` took itself for rank 0 and
+        lost that step. A step that ends with the rank still unknown settles the guess for the later ones."""
+        if self.steps.rank_wanted(self._filter_rank()):
+            return True
+        return self._rank() is None and not self._rank_guessed and not os.environ.get("RANK", "").isdigit()
 
     def _rank_dir(self) -> str:
         r = self._rank()

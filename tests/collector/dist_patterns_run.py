@@ -5,7 +5,7 @@ the collected run's, values read on the rank, hook_errors).
 
 usage (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set, as conftest.launch_ranks sets them):
     dist_patterns_run.py OUT SCENARIO...      scenarios: async collectives subgroups dtensor fsdp ddp filter
-    dist_patterns_run.py OUT late MODE        init_process_group after PrecisionDebugger() or after start()
+    dist_patterns_run.py OUT late MODE        init_process_group after PrecisionDebugger(), start() or step 0
 """
 import json
 import os
@@ -300,8 +300,8 @@ SCENARIOS = {"async": async_ops, "collectives": collectives, "subgroups": subgro
 
 # --- the rank known late ----------------------------------------------------------------------------------------
 def late(out: str, mode: str) -> None:
-    """`"rank": [1]`, no RANK variable (as under mp.spawn); init_process_group after PrecisionDebugger() or inside
-    the first collected step; destroy_process_group() inside the second step, two more steps after it."""
+    """`"rank": [1]`, no RANK variable (as under mp.spawn); init_process_group after PrecisionDebugger(), inside
+    the first collected step or after it; destroy_process_group() inside the second step, two more steps after it."""
     os.environ.pop("RANK")
     dbg = _debugger(out, "late", level="mix", rank=[1], step=[0, 1, 2, 3])
     if mode == "after_ctor":
@@ -319,6 +319,8 @@ def late(out: str, mode: str) -> None:
             dist.destroy_process_group()
         dbg.stop()
         dbg.step()
+        if mode == "after_step0" and step == 0:
+            dist.init_process_group("gloo", rank=RANK, world_size=WORLD)
     dbg.close()
     _result(out, "late", {"errors": dbg.hook_errors})
 

@@ -286,7 +286,7 @@ class PrecisionDebugger:
                 self.guard.report("step end", exc)
             self._debug.end_step()
         self.current_step += 1
-        if self.steps.finished(self.current_step) or not self._rank_may_be_wanted():
+        if self.steps.finished(self.current_step) or self._rank_left_out():
             self._finish(None)   # (or a rank the filter leaves out, once that is known: nothing more to collect)
         elif not self.steps.step_wanted(self.current_step):
             self._uninstall_apis()      # the operator capture's wrappers stay only between collected steps
@@ -466,6 +466,13 @@ class PrecisionDebugger:
         if self.steps.rank_wanted(self._filter_rank()):
             return True
         return self._rank() is None and not self._rank_guessed and not os.environ.get("RANK", "").isdigit()
+
+    def _rank_left_out(self) -> bool:
+        """Whether the `rank` filter leaves this process out for good: its rank is known (torch.distributed's, the
+        launcher's RANK or start(rank_id=)) and not listed. A guessed rank is not: init_process_group may come after
+        the first collected step, and the steps after it are the real rank's."""
+        known = self._rank() is not None or os.environ.get("RANK", "").isdigit()
+        return known and not self.steps.rank_wanted(self._filter_rank())
 
     def _rank_dir(self) -> str:
         r = self._rank()

@@ -268,7 +268,7 @@ def ddp(out: str) -> None:
                 loss.backward()
             losses.append(loss.item())
             live = model.module.b if step == 0 else model.module.c
-            grads.setdefault(step, []).append(live.weight.grad.abs().max().item())
+            grads.setdefault(step, []).append(live.weight.grad.max().item())
         return losses
 
     plain = _train(build, None, micro=micro)

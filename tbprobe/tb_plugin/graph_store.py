@@ -18,6 +18,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from tbprobe.tb_plugin import index_cache, light_graph
 from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.graph_index import GraphIndex, int_sql
+from tbprobe.tb_plugin.request_params import INT32
 from tbprobe.tb_plugin.sqlite_ro import file_identity, open_readonly
 from tbprobe.tb_plugin.stored_metrics import (
     INF_TEXTS,
@@ -64,14 +65,11 @@ def _ints(values, file: str, column: str) -> List[int]:
         n = int(v)
         # (past what a request can name and SQLite can bind: 99999999999999999999 was listed, and the background
         # index of that step printed an OverflowError traceback on TensorBoard's console)
-        if not _INT_LO <= n <= _INT_HI:
+        if not INT32[0] <= n <= INT32[1]:
             raise ApiError(400, f"{file}: tb_config {column} holds {str(n)[:40]}, past the range of a step, rank or "
-                                f"count ({_INT_LO} to {_INT_HI})")
+                                f"count ({INT32[0]} to {INT32[1]})")
         out.append(n)
     return out
-
-
-_INT_LO, _INT_HI = -(1 << 31), (1 << 31) - 1   # request_params.integer's range of step and rank
 
 
 def _dict(value) -> dict:

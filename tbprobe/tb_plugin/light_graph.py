@@ -15,6 +15,7 @@ from typing import Dict, List, Optional
 
 from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.graph_index import OVERFLOW_LEVELS, int_sql, stored_int
+from tbprobe.tb_plugin.request_params import INT32
 
 __all__ = ["eligible", "root_summary", "child_summaries"]
 
@@ -56,7 +57,7 @@ def _summary(row, source: str) -> dict:
             "n_children": int(n_children), "precision": precision,
             "overflow": OVERFLOW_LEVELS[ovf] or None, "subtree_precision": None, "subtree_overflow": None,
             "matched": bool(matched),
-            "micro_step": stored_int(micro, source, "micro_step_id", name, -(1 << 31), (1 << 31) - 1),
+            "micro_step": stored_int(micro, source, "micro_step_id", name, *INT32),
             "order": stored_int(order, source, "node_order", name)}
 
 

@@ -8,6 +8,7 @@ import math
 from typing import Dict, List, Optional, Tuple
 
 from tbprobe.tb_plugin.graph_index import stored_int
+from tbprobe.tb_plugin.request_params import INT32
 
 __all__ = ["typed_value", "split_params", "detail"]
 
@@ -69,7 +70,7 @@ def detail(row: dict, path: List[str], precision: Optional[float], overflow: Opt
         "overflow": overflow,
         "subtree_precision": subtree[0],
         "subtree_overflow": subtree[1],
-        "micro_step": stored_int(row.get("micro_step_id"), source, "micro_step_id", name, -(1 << 31), (1 << 31) - 1),
+        "micro_step": stored_int(row.get("micro_step_id"), source, "micro_step_id", name, *INT32),
         "inputs": params["inputs"],
         "outputs": params["outputs"],
         "parameters": params["parameters"],

@@ -5,9 +5,11 @@ from typing import Iterable, List, Mapping, Optional
 
 from tbprobe.tb_plugin.api_error import ApiError, quoted
 
-__all__ = ["text", "integer", "flag", "side", "choices", "MAX_LIMIT"]
+__all__ = ["text", "integer", "flag", "side", "choices", "MAX_LIMIT", "INT32"]
 
 MAX_LIMIT = 50000
+# the range of an integer parameter (a step, a rank, a micro step): what SQLite binds and the index stores
+INT32 = (-(1 << 31), (1 << 31) - 1)
 _INTEGER = re.compile(r"-?[0-9]+")
 _SIDES = ("NPU", "Bench")
 
@@ -23,8 +25,8 @@ def text(args: Mapping, name: str, default: Optional[str] = None, max_len: int =
     return value
 
 
-def integer(args: Mapping, name: str, default: Optional[int] = None, lo: int = -(1 << 31),
-            hi: int = (1 << 31) - 1, body: bool = False) -> int:
+def integer(args: Mapping, name: str, default: Optional[int] = None, lo: int = INT32[0], hi: int = INT32[1],
+            body: bool = False) -> int:
     """A query parameter's digits, or (``body``: a JSON body's value) a JSON integer: ``"step": "0"`` is text."""
     value = args.get(name)
     if value is None or (value == "" and not body):

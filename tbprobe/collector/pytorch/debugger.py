@@ -465,14 +465,19 @@ class PrecisionDebugger:
         lost that step. A step that ends with the rank still unknown settles the guess for the later ones."""
         if self.steps.rank_wanted(self._filter_rank()):
             return True
-        return self._rank() is None and not self._rank_guessed and not os.environ.get("RANK", "").isdigit()
+        return not self._rank_known() and not self._rank_guessed
 
     def _rank_left_out(self) -> bool:
-        """Whether the `rank` filter leaves this process out for good: its rank is known (torch.distributed's, the
-        launcher's RANK or start(rank_id=)) and not listed. A guessed rank is not: init_process_group may come after
-        the first collected step, and the steps after it are the real rank's."""
-        known = self._rank() is not None or os.environ.get("RANK", "").isdigit()
-        return known and not self.steps.rank_wanted(self._filter_rank())
+        """Whether the `rank` filter leaves this process out for good: its rank is known and not listed. A guessed
+        rank is not: init_process_group may come after the first collected step, and the steps after it are the
+        real rank's."""
+        return self._rank_known() and not self.steps.rank_wanted(self._filter_rank())
+
+    def _rank_known(self) -> bool:
+        """Whether _filter_rank() is this process's rank, not a guess: torch.distributed's, start(rank_id=)'s or the
+        launcher's RANK."""
+        env = os.environ.get("RANK", "")
+        return self._rank() is not None or (env.isascii() and env.isdigit())
 
     def _rank_dir(self) -> str:
         r = self._rank()

@@ -1,7 +1,7 @@
 """The one exception type users see: a message that names the file (or input) and the problem."""
 from typing import Optional
 
-__all__ = ["TbprobeError", "FormatError"]
+__all__ = ["TbprobeError", "FormatError", "BusyError"]
 
 
 class TbprobeError(Exception):
@@ -21,3 +21,10 @@ class FormatError(TbprobeError):
     def __reduce__(self):
         # Worker processes send errors back by pickling; the default would call __init__ with the message only.
         return (FormatError, (self.path, self.problem, self.line))
+
+
+class BusyError(FormatError):
+    """A file another program holds locked just now: the problem may pass (asking again later may succeed)."""
+
+    def __reduce__(self):
+        return (BusyError, (self.path, self.problem, self.line))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
-from tbprobe.errors import FormatError
+from tbprobe.errors import BusyError, FormatError
 from tbprobe.formats.vis_schema import (
     CONFIG_COLUMNS,
     EDGE_COLUMNS,
@@ -31,6 +31,15 @@ def _uri(path: Path, query: str) -> str:
     return "file:" + quote(str(path.resolve())) + "?" + query
 
 
+# (a WAL reader waits only while a writer runs recovery or closes the database: milliseconds. The plugin's run list
+# opens every file, and SQLite's default of 5 s a file made it hang on each exclusively held one)
+READ_WAIT_S = 0.5
+
+
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY or "database is locked" in str(exc)
+
+
 def _check_sqlite(conn: sqlite3.Connection) -> None:
     conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
@@ -42,8 +51,11 @@ def open_db(path: PathLike, readonly: bool = True) -> sqlite3.Connection:
     `mode=ro&immutable=1` (no locks, and no -wal/-shm files left in the user's folder; open again to see later
     writes). When a `-wal` file exists a writer may be active (e.g. a LiveVisDb during training): `mode=ro` reads
     its committed pages; in a folder the process cannot write that fails (SQLite cannot create the -shm file), and
-    the open falls back to `mode=ro&immutable=1`, which reads the main file as it is.
-    A corrupt or non-SQLite file raises FormatError naming it."""
+    the open falls back to `mode=ro&immutable=1`, which reads the main file as it is. A read-only open waits at
+    most READ_WAIT_S for a lock: a WAL reader is blocked only for the moments a writer recovers or closes the
+    database, or by a writer in `locking_mode=EXCLUSIVE` until it closes (its pages are in its -wal file). That
+    one is an error (BusyError), not the fallback: the main file alone would be an older graph, or half of one.
+    A corrupt or non-SQLite file raises FormatError naming it, a locked one BusyError."""
     p = Path(path)
     if not p.exists():
         raise FormatError(p, "no such database file")
@@ -61,13 +73,17 @@ def open_db(path: PathLike, readonly: bool = True) -> sqlite3.Connection:
     for target in attempts:
         conn = None
         try:
-            conn = sqlite3.connect(target, uri=readonly, check_same_thread=False)
+            conn = sqlite3.connect(target, uri=readonly, check_same_thread=False,
+                                   timeout=READ_WAIT_S if readonly else 5.0)
             _check_sqlite(conn)
             return conn
         except sqlite3.OperationalError as exc:  # cannot open / read-only folder: try the next way
             last = exc
             if conn is not None:
                 conn.close()
+            if readonly and _locked(exc):
+                raise BusyError(p, "locked by another program (one writing it in SQLite's locking_mode=EXCLUSIVE "
+                                  "holds it until it closes the file)") from None
         except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
             if conn is not None:
                 conn.close()

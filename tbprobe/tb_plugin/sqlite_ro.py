@@ -5,7 +5,7 @@ file but not the server's folders; and the identity of a file that keys every ca
 import os
 import sqlite3
 
-from tbprobe.errors import FormatError
+from tbprobe.errors import BusyError, FormatError
 from tbprobe.formats.vis_db import open_db
 from tbprobe.tb_plugin.api_error import ApiError
 
@@ -16,6 +16,8 @@ def open_readonly(path: str) -> sqlite3.Connection:
     """A read-only connection usable from any thread (callers serialise use through a pool)."""
     try:
         return open_db(path, readonly=True)
+    except BusyError as exc:   # (a 503 is not remembered: the next request opens the file again)
+        raise ApiError(503, f"{os.path.basename(path)}: {exc.problem}; try again") from None
     except FormatError as exc:
         raise ApiError(400, f"{os.path.basename(path)}: cannot be read as a graph database ({exc.problem})") from None
 

@@ -269,6 +269,37 @@ def test_plain_read_only_open_sees_new_commits(tmp_path):
         reader.close()
 
 
+def test_an_exclusively_held_database_is_a_busy_error_not_its_stale_main_file(ref_db_copies, tmp_path, monkeypatch):
+    """A writer in locking_mode=EXCLUSIVE keeps its pages in the -wal file and every reader out until it closes.
+    The reader waited SQLite's 5 s busy timeout, then read the main file alone: a graph without the writer's
+    rows (here: its tables missing). It is a BusyError after READ_WAIT_S, and the file reads once the writer is
+    gone."""
+    from tbprobe.errors import BusyError
+    from tbprobe.formats import _vis_sql
+
+    assert _vis_sql.READ_WAIT_S <= 1.0    # (the plugin's run list opens every file: a wait per locked one)
+    monkeypatch.setattr(_vis_sql, "READ_WAIT_S", 0.05)
+    db = tmp_path / "held.vis.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA locking_mode=EXCLUSIVE")
+    src = sqlite3.connect(ref_db_copies["build"])
+    src.backup(writer)
+    src.close()
+    assert (tmp_path / "held.vis.db-wal").exists()
+    seen = []
+    real_connect = sqlite3.connect
+    monkeypatch.setattr(_vis_sql.sqlite3, "connect", lambda *a, **k: seen.append(k.get("timeout")) or real_connect(
+        *a, **k))
+    with pytest.raises(BusyError, match=r"held\.vis\.db: locked by another program .*locking_mode=EXCLUSIVE"):
+        open_db(db)
+    assert seen == [0.05]   # (one attempt: the immutable read of the main file is no answer here)
+    writer.close()
+    conn = open_db(db)
+    assert conn.execute("SELECT count(*) FROM tb_nodes").fetchone()[0] > 0
+    conn.close()
+
+
 def test_read_only_open_never_writes(ref_db_copies):
     conn = open_db(ref_db_copies["build"])
     with pytest.raises(sqlite3.OperationalError, match="readonly"):

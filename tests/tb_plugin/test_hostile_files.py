@@ -253,3 +253,39 @@ def test_a_tb_config_step_past_what_a_request_can_name_is_a_400_without_a_traceb
     status, body = api.get("/api/runs")
     assert status == 200
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_database_held_exclusively_is_listed_with_its_error_then_a_503_until_it_is_let_go(api, logdir,
+                                                                                             monkeypatch):
+    """A program writing a .vis.db in SQLite's locking_mode=EXCLUSIVE (its pages in the -wal file until it closes):
+    the run list waited 5 s on it at each listing, and the routes read the main file alone (here: no tables, a
+    400 remembered until the file changed). It is listed with its error, each route is a 503 (try again), and
+    once the writer closes the file the same requests are answered."""
+    from tbprobe.formats import _vis_sql
+
+    monkeypatch.setattr(_vis_sql, "READ_WAIT_S", 0.05)
+    run, file = db_file(logdir, "build")
+    (logdir / "held").mkdir()
+    writer = sqlite3.connect(logdir / "held" / "h.vis.db", isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA locking_mode=EXCLUSIVE")
+    src = sqlite3.connect(logdir / run / file)
+    src.backup(writer)
+    src.close()
+    try:
+        status, body = api.get("/api/runs")
+        assert status == 200, body
+        listed = {f["file"]: f for r in body["runs"] for f in r["files"]}
+        assert listed["h.vis.db"]["error"].startswith("h.vis.db: locked by another program"), listed["h.vis.db"]
+        assert "error" not in listed[file]     # the other files are listed as they are
+        status, body = api.get("/api/meta", run="held", file="h.vis.db")
+        assert status == 503 and body["error"].endswith("; try again"), body
+        assert "/" not in body["error"].split(":")[0]    # (the file's name, not the server's folders)
+    finally:
+        writer.close()
+    status, body = api.get("/api/meta", run="held", file="h.vis.db")
+    assert status == 200, body
+    assert [s for s in _every_route(api, "held", "h.vis.db") if s[1] != 200] == []
+    status, body = api.get("/api/runs")
+    listed = {f["file"]: f for r in body["runs"] for f in r["files"]}
+    assert "error" not in listed["h.vis.db"], listed["h.vis.db"]

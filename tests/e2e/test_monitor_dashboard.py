@@ -78,8 +78,9 @@ def _painted(frame, testid) -> int:
 
 
 def test_monitor_dashboard_heatmap_series_and_anomaly_jump(server, browser):
-    if not os.path.exists(STATIC) or b"monitor-heatmap" not in open(STATIC, "rb").read():
-        pytest.skip("the frontend bundle does not contain the monitor view yet: run `make frontend`")
+    # (make test builds the bundle first: a bundle without the monitor view is a failure, never a skip)
+    assert os.path.exists(STATIC) and b"monitor-heatmap" in open(STATIC, "rb").read(), \
+        "the frontend bundle does not contain the monitor view: run `make frontend`"
 
     os.makedirs(ARTIFACTS, exist_ok=True)
     # The session's one browser (tests/e2e/conftest.py): a second sync Playwright in this process would fail.

@@ -36,8 +36,8 @@ SCRIPT = textwrap.dedent("""
 def two_steps(tmp_path_factory, collector_importable):
     out = tmp_path_factory.mktemp("dump") / "run"
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 or not (out / "step1").is_dir():
-        pytest.skip(f"tbprobe collector did not produce a 2-step dump: {proc.stderr[-300:]}")
+    # (a failure, not a skip: the collector is importable, so a run that does not finish is tbprobe's bug)
+    assert proc.returncode == 0 and (out / "step1").is_dir(), proc.stderr[-800:]
     return out
 
 
@@ -53,8 +53,7 @@ def test_step0_against_step1(two_steps, tmp_path):
 def test_dataflow_edges_from_collector(two_steps, tmp_path):
     rank = next((two_steps / "step0").iterdir())
     flow_file = rank / "dataflow.json"
-    if not flow_file.exists():
-        pytest.skip("this collector version writes no dataflow.json")
+    assert flow_file.exists()
     flow = json.loads(flow_file.read_text())
     result = run_graph(str(rank), None, str(tmp_path), parallel=False, progress=False)
     edges = {tuple(r) for r in golden.open_ro(result.path).execute("SELECT src, dst, dst_slot FROM tbprobe_edges")}

@@ -286,7 +286,8 @@ PyMethodDef methods[] = {
      "call_start(tensors) -> capsule: the tensors' gradient edges and the next node's number, as a call begins."},
     {"hook_consumers", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(hook_consumers)), METH_FASTCALL,
      "hook_consumers(start, outputs, fn[, owner]) -> (counts, used): hook the call's nodes that send its inputs "
-     "gradients (reached from the outputs, or from the owner's tensor attributes); fn(i, share) once input i's have "
+     "gradients (reached from the outputs, or from the tensor attributes of the owner and the modules inside it); "
+     "fn(i, share) once input i's have "
      "all run (-1: none, and the input was changed in place); `used`: the positions of the outputs the call's own "
      "nodes consume too."},
     {nullptr, nullptr, 0, nullptr}};

@@ -203,39 +203,58 @@ struct ShareHook : torch::autograd::FunctionPostHook {
   }
 };
 
-// The tensors an object (a module) holds as attributes, directly or in a list, tuple or dict attribute, borrowed
-// from its __dict__ (`dict`, a new reference the caller releases): a value the module computed and kept rather than
-// returned (an MoE router's `self.aux_loss`, added to the loss by the caller) is made by the call's nodes too.
-std::vector<PyObject *> tensor_attributes(PyObject *owner, PyObject **dict) {
+// The tensors an object (a module) holds as attributes, directly or in a list, tuple or dict attribute, and those
+// of the modules inside it (its `_modules`, to the leaves), borrowed from their __dict__s (`dicts`, new references
+// the caller releases): a value the module computed and kept rather than returned (an MoE router's
+// `self.aux_loss`, added to the loss by the caller) is made by the call's nodes too, and so is one a module inside
+// it keeps (`self.inner.aux_loss`, the outer module's own input share in msprobe, whose node after the outer
+// module's inputs sums every use inside). A value a module kept from an earlier call has no node of this call's
+// (hook_consumers walks only those), so stale attributes add nothing.
+std::vector<PyObject *> tensor_attributes(PyObject *owner, std::vector<PyObject *> &dicts) {
   std::vector<PyObject *> found;
-  *dict = nullptr;
   if (owner == Py_None) return found;
-  PyObject *d = PyObject_GenericGetDict(owner, nullptr);
-  if (d == nullptr || !PyDict_Check(d)) {   // (no __dict__: nothing kept)
-    PyErr_Clear();
-    Py_XDECREF(d);
-    return found;
-  }
-  *dict = d;
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  auto take = [&found](PyObject *v) {
-    if (THPVariable_Check(v)) found.push_back(v);
+  // (by the real type: THPVariable_Check asks isinstance(), which may run an attribute's __class__ property, and
+  // throws what that raises)
+  auto tensor = [](PyObject *v) { return PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject *>(THPVariableClass)); };
+  auto take = [&found, &tensor](PyObject *v) {
+    if (tensor(v)) found.push_back(v);
   };
-  while (PyDict_Next(*dict, &pos, &key, &value)) {
-    if (THPVariable_Check(value)) {
-      found.push_back(value);
-    } else if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
-      // (a list attribute is borrowed as it is: nothing here runs Python code that could change it)
-      Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
-      PyObject **items = PySequence_Fast_ITEMS(value);
-      for (Py_ssize_t i = 0; i < n; ++i) take(items[i]);
-    } else if (PyDict_CheckExact(value) && PyUnicode_Check(key) && PyUnicode_GET_LENGTH(key) > 0 &&
-               PyUnicode_READ_CHAR(key, 0) != '_') {
-      // (not the module's own _parameters, _buffers, _modules and hook dicts)
-      PyObject *k2, *v2;
-      Py_ssize_t p2 = 0;
-      while (PyDict_Next(value, &p2, &k2, &v2)) take(v2);
+  std::vector<PyObject *> todo{owner};   // (borrowed: each held by the __dict__ of the module above it)
+  std::unordered_set<PyObject *> seen{owner};
+  while (!todo.empty()) {
+    PyObject *obj = todo.back();
+    todo.pop_back();
+    PyObject *d = PyObject_GenericGetDict(obj, nullptr);
+    if (d == nullptr || !PyDict_Check(d)) {   // (no __dict__: nothing kept)
+      PyErr_Clear();
+      Py_XDECREF(d);
+      continue;
+    }
+    dicts.push_back(d);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+      if (tensor(value)) {
+        found.push_back(value);
+      } else if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+        // (a list attribute is borrowed as it is: nothing here runs Python code that could change it)
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
+        PyObject **items = PySequence_Fast_ITEMS(value);
+        for (Py_ssize_t i = 0; i < n; ++i) take(items[i]);
+      } else if (PyDict_Check(value) && PyUnicode_Check(key) && PyUnicode_GET_LENGTH(key) > 0) {
+        PyObject *k2, *v2;
+        Py_ssize_t p2 = 0;
+        if (PyUnicode_READ_CHAR(key, 0) != '_') {
+          // (not the module's own _parameters, _buffers and hook dicts)
+          if (PyDict_CheckExact(value))
+            while (PyDict_Next(value, &p2, &k2, &v2)) take(v2);
+        } else if (PyUnicode_CompareWithASCIIString(key, "_modules") == 0) {
+          // the modules inside (an OrderedDict in older torch), each once: a module shared by two parents, or one
+          // that holds itself
+          while (PyDict_Next(value, &p2, &k2, &v2))
+            if (v2 != Py_None && seen.insert(v2).second) todo.push_back(v2);
+        }
+      }
     }
   }
   return found;
@@ -247,7 +266,7 @@ std::vector<PyObject *> tensor_attributes(PyObject *owner, PyObject **dict) {
 // input, or one the call returns as it is). -1: none does, and the call changed the input in place: a view, whose
 // in-place change the engine sends to its base's history through a CopySlices node, past the view's own (the share
 // is not known). The call's nodes are those reached from `outputs` and from the tensor attributes of `owner` (the
-// module; None for none). `used`: the positions in `outputs` of the outputs that the call's own nodes consume too,
+// module, and the modules inside it: tensor_attributes; None for none). `used`: the positions in `outputs` of the outputs that the call's own nodes consume too,
 // and of the inputs it returns as they came: their gradient is a watch's (_cgrad_watch.h).
 PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   if ((nargs != 3 && nargs != 4) || !PyCapsule_IsValid(args[0], kCallStart) || !PyCallable_Check(args[2])) {
@@ -265,8 +284,11 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
   std::vector<std::pair<Node *, uint32_t>> out_edges;
   std::vector<Py_ssize_t> out_pos;
   std::vector<bool> used;
-  PyObject *dict;   // (holds the attributes borrowed in `kept`)
-  std::vector<PyObject *> kept = tensor_attributes(nargs == 4 ? args[3] : Py_None, &dict);
+  std::vector<PyObject *> dicts;   // (hold the attributes borrowed in `kept`)
+  std::vector<PyObject *> kept = tensor_attributes(nargs == 4 ? args[3] : Py_None, dicts);
+  auto release = [&dicts] {
+    for (PyObject *d : dicts) Py_DECREF(d);
+  };
   try {
     auto made_here = [cs](Node *node) {
       uint64_t nr = node->sequence_nr();
@@ -323,12 +345,12 @@ PyObject *hook_consumers(PyObject *, PyObject *const *args, Py_ssize_t nargs) {
     }
   } catch (const std::exception &exc) {
     Py_DECREF(seq);
-    Py_XDECREF(dict);
+    release();
     PyErr_SetString(PyExc_RuntimeError, exc.what());
     return nullptr;
   }
   Py_DECREF(seq);
-  Py_XDECREF(dict);
+  release();
   PyObject *counts = PyTuple_New(static_cast<Py_ssize_t>(n_in));
   if (counts == nullptr) return nullptr;
   for (size_t i = 0; i < n_in; ++i) {

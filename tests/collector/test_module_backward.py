@@ -753,3 +753,122 @@ def test_a_root_gradient_is_taken_in_the_roots_dtype(tmp_path):
     dbg.close()
     record = dump_of(tmp_path)["dump"]["data"]["Module.1.Identity.backward.0"]
     assert record["input"][0]["dtype"] == "torch.bfloat16" and record["input"][0]["Norm"] == pytest.approx(12 ** 0.5)
+
+
+class _KeepsAux(torch.nn.Module):
+    """A module inside the recorded one that keeps a value in an attribute (a router's load-balancing loss)."""
+
+    def __init__(self, every_call=True):
+        super().__init__()
+        self.every_call, self.fc, self.gate = every_call, torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
+
+    def forward(self, h):
+        if self.every_call or not hasattr(self, "aux_loss"):
+            self.aux_loss = self.gate(h).pow(2).mean()
+        return self.fc(h)
+
+
+class _Wraps(torch.nn.Module):
+    def __init__(self, every_call=True):
+        super().__init__()
+        self.inner = _KeepsAux(every_call)
+
+    def forward(self, h):
+        return self.inner(h) * 2
+
+
+@pytest.mark.parametrize("level", ["L0", "mix"])
+def test_a_value_a_module_inside_keeps_in_an_attribute_is_part_of_the_outer_share(tmp_path, level):
+    """`self.inner.aux_loss`, added to the loss by the caller: the outer module's share of h's gradient was what
+    its returned output sends back alone (the nodes that made the inner module's kept value were not walked; only
+    the outer module's own attributes were), and its record came before the gate's. It is h's whole gradient now
+    (the outer module is h's only consumer), after the gate's record, as msprobe records it."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.outer = torch.nn.Linear(8, 8), _Wraps()
+
+        def forward(self, x):
+            h = self.emb(x)
+            h.retain_grad()
+            self.h = h
+            return self.outer(h).sum() + self.outer.inner.aux_loss
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level=level, steps=1)
+    dbg.start(model=model)
+    model(torch.randn(4, 8)).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = dump_of(tmp_path)["dump"]["data"]
+    record = data["Module.outer._Wraps.backward.0"]
+    assert math.isclose(record["output"][0]["Norm"], model.h.grad.norm().item(), rel_tol=1e-6)
+    names = list(data)
+    assert (names.index("Module.outer.inner.gate.Linear.backward.0") < names.index("Module.outer._Wraps.backward.0")
+            < names.index("Module.emb.Linear.backward.0")), names
+
+
+def test_a_value_a_module_inside_kept_from_an_earlier_call_is_not_part_of_a_later_calls_share(tmp_path):
+    """The outer module called twice, the inner one keeping its aux loss from the first call alone: the second
+    call's share of its input's gradient is its own (no node of that call made the kept value), the first call's
+    takes in the aux loss."""
+    torch.manual_seed(0)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.outer = torch.nn.Linear(8, 8), _Wraps(every_call=False)
+
+        def forward(self, x):
+            h1, h2 = self.emb(x), self.emb(x * 2)
+            for h in (h1, h2):
+                h.retain_grad()
+            self.hs = (h1, h2)
+            return self.outer(h1).sum() + (self.outer(h2) * 3).sum() + self.outer.inner.aux_loss
+
+    model = Net()
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    model(torch.randn(4, 8)).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    data = dump_of(tmp_path)["dump"]["data"]
+    for k, h in enumerate(model.hs):
+        share = data[f"Module.outer._Wraps.backward.{k}"]["output"][0]
+        assert math.isclose(share["Norm"], h.grad.norm().item(), rel_tol=1e-6), k
+
+
+def _run_case(tmp_path, tool, case, plain=False):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import PEER_PYTHON
+
+    python = PEER_PYTHON if tool == "msprobe" else sys.executable
+    out = tmp_path / f"{tool}_{case}"
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "module_backward_run.py")
+    lines = subprocess.run([python, script, tool, case, str(out)] + (["none"] if plain else []),
+                           capture_output=True, text=True, timeout=600, check=True).stdout.strip().splitlines()
+    return json.loads(lines[-2]), json.loads(lines[-1])
+
+
+def test_a_value_a_module_inside_keeps_is_recorded_as_msprobe_records_it(tmp_path):
+    """The inner module's kept aux loss: every backward record, in msprobe's order, with msprobe's gradients; the
+    training's numbers are those of a run without a collector, bit for bit."""
+    from conftest import need_peers
+
+    need_peers()
+    ours, trained = _run_case(tmp_path, "tbprobe", "inner")
+    theirs, _ = _run_case(tmp_path, "msprobe", "inner")
+    assert [r[0] for r in ours] == [r[0] for r in theirs]
+    for a, b in zip(ours, theirs):
+        assert a[1:] == [[pytest.approx(v, rel=1e-6) for v in side] for side in b[1:]], a[0]
+    assert trained == _run_case(tmp_path / "plain", "tbprobe", "inner", plain=True)[1]

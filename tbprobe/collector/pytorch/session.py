@@ -311,9 +311,10 @@ class Session:
         Returns the positions in `outputs` (those that require grad) of the outputs whose gradient must be what
         the consumers after the call send (finish_backward): those the call's own nodes also consume, and the
         inputs it returns as they are, which other calls may have consumed before (hook_consumers finds both).
-        The call's nodes are those its outputs reach, and those the tensor attributes of `owner` (the module) reach:
-        a value it kept rather than returned (an MoE router's `self.aux_loss`, which the caller adds to the loss)
-        is part of its share, as in msprobe's full backward hook."""
+        The call's nodes are those its outputs reach, and those the tensor attributes of `owner` (the module) and of
+        the modules inside it reach: a value kept rather than returned (an MoE router's `self.aux_loss`, or
+        `self.inner.aux_loss`, which the caller adds to the loss) is part of its share, as in msprobe's full
+        backward hook."""
         listeners = listeners or {}
         on_share = tr.on_in if not listeners else partial(_shares_to, tr, listeners)
         if _compiling():   # (dynamo would trace the C++ call; the tensors' own hooks it runs eagerly)

@@ -844,6 +844,35 @@ def test_a_value_a_module_inside_kept_from_an_earlier_call_is_not_part_of_a_late
         assert math.isclose(share["Norm"], h.grad.norm().item(), rel_tol=1e-6), k
 
 
+def test_a_tensor_returned_at_two_positions_has_its_total_gradient_at_both(tmp_path):
+    """`return y, y`: one tensor object at both positions, so every consumer after the call has the same edge to
+    y's node and nothing tells which position it took y from. Both positions of the record hold y's total
+    gradient (msprobe, whose identity Function makes a distinct view per position, has each position's: a
+    documented difference, docs/compatibility.md); the training's gradients are untouched."""
+    from module_backward_run import Net
+
+    torch.manual_seed(0)
+    model, x = Net("twice"), torch.randn(3, 4)
+    dbg = make_debugger(tmp_path, level="L0", steps=1)
+    dbg.start(model=model)
+    model(x).backward()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    assert dbg.hook_errors == 0
+    used = [p for p in model.parameters() if p.grad is not None]   # (the outer module is not called here)
+    collected = [p.grad.clone() for p in used]
+    record = dump_of(tmp_path)["dump"]["data"]["Module.twice.Twice.backward.0"]
+    model.zero_grad()
+    y = model.twice.fc(model.emb(x))
+    y.retain_grad()
+    ((y * 2).sum() + (y * 3).sum() + (y * y).sum()).backward()
+    assert [i["Norm"] for i in record["input"]] == [pytest.approx(y.grad.norm().item(), rel=1e-6)] * 2
+    model.zero_grad()
+    model(x).backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(collected, used))
+
+
 def _run_case(tmp_path, tool, case, plain=False):
     import json
     import os
@@ -872,3 +901,32 @@ def test_a_value_a_module_inside_keeps_is_recorded_as_msprobe_records_it(tmp_pat
     for a, b in zip(ours, theirs):
         assert a[1:] == [[pytest.approx(v, rel=1e-6) for v in side] for side in b[1:]], a[0]
     assert trained == _run_case(tmp_path / "plain", "tbprobe", "inner", plain=True)[1]
+
+
+def test_a_tensor_returned_at_two_positions_differs_from_msprobe_only_as_documented(tmp_path):
+    """msprobe's record of `return y, y` has each position's own gradient (checked here against autograd's, through
+    a view per position), tbprobe's the total at both; every other record is msprobe's."""
+    from conftest import need_peers
+    from module_backward_run import Net
+
+    need_peers()
+    ours, trained = _run_case(tmp_path, "tbprobe", "twice")
+    theirs, _ = _run_case(tmp_path, "msprobe", "twice")
+    assert [r[0] for r in ours] == [r[0] for r in theirs]
+    name = "Module.twice.Twice.backward.0"
+    for a, b in zip(ours, theirs):
+        if a[0] != name:
+            assert a[1:] == [[pytest.approx(v, rel=1e-6) for v in side] for side in b[1:]], a[0]
+    torch.manual_seed(0)
+    model, x = Net("twice"), torch.randn(3, 4)
+    y = model.twice.fc(model.emb(x))
+    y.retain_grad()
+    a, b = y.view_as(y), y.view_as(y)
+    for t in (a, b):
+        t.retain_grad()
+    ((a * 2).sum() + (b * 3).sum() + (a * b).sum()).backward()
+    msprobe_inputs = dict((r[0], r[1]) for r in theirs)[name]
+    assert msprobe_inputs == [pytest.approx(a.grad.norm().item(), rel=1e-6), pytest.approx(b.grad.norm().item(),
+                                                                                          rel=1e-6)]
+    assert dict((r[0], r[1]) for r in ours)[name] == [pytest.approx(y.grad.norm().item(), rel=1e-6)] * 2
+    assert trained == _run_case(tmp_path / "plain", "tbprobe", "twice", plain=True)[1]

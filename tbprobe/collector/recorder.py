@@ -8,11 +8,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tbprobe.collector._cstats import untrack_tree
 
-__all__ = ["StepRecord", "StackInterner", "Spilled", "fill_items", "STAT_KEYS"]
+__all__ = ["StepRecord", "StackInterner", "Spilled", "fill_items", "STAT_KEYS", "PSEUDO_PARENTS"]
 
 STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 # Extra keys beyond the reference (msprobe ignores keys it does not know).
 EXTRA_KEYS = ("nan_count", "inf_count", "zero_count")
+PSEUDO_PARENTS = ("optimizer", "clip_grad")   # construct.json parents that are no call (the reference's)
 
 
 class StackInterner:
@@ -80,6 +81,10 @@ class StepRecord:
 
     def add_construct(self, name: str, parent: Optional[str]) -> None:
         if name not in self.construct:
+            # a pseudo node comes with the first call recorded under it, as in the reference: a foreach or fused
+            # optimizer step (clip_grad_value_) whose calls are none of the recorded ones has no node of its own
+            if parent in PSEUDO_PARENTS and parent not in self.construct:
+                self.construct[parent] = None
             self.construct[name] = parent
 
 

@@ -315,8 +315,7 @@ class ApiCapture:
             if not s.active or s.busy or s.pseudo_parent == "clip_grad":
                 return orig(*args, **kwargs)
             before = s.pseudo_parent, s.pseudo_depth
-            s.pseudo_parent, s.pseudo_depth = "clip_grad", len(s.fw_stack)
-            s.record.add_construct("clip_grad", None)
+            s.pseudo_parent, s.pseudo_depth = "clip_grad", len(s.fw_stack)   # (its node: with its first call's)
             try:
                 return orig(*args, **kwargs)
             finally:
@@ -328,8 +327,7 @@ class ApiCapture:
     def _opt_pre(self, optimizer, args, kwargs) -> None:
         s = self.session
         if s.active:
-            s.pseudo_parent, s.pseudo_depth = "optimizer", len(s.fw_stack)
-            s.record.add_construct("optimizer", None)
+            s.pseudo_parent, s.pseudo_depth = "optimizer", len(s.fw_stack)   # (its node: with its first call's)
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         self.session.pseudo_parent = None

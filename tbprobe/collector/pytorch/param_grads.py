@@ -120,8 +120,16 @@ def param_sig(mod: torch.nn.Module) -> tuple:
 
 
 def params_changed(mod: torch.nn.Module, sig: tuple) -> bool:
-    """Whether `param_sig(mod)` differs from `sig`, without building it (each forward of each module asks)."""
+    """Whether `param_sig(mod)` differs from `sig`, without building it (each forward of each module asks).
+    A plain tensor in a parameter's slot is not a change: nn.Module refuses one there, so it was put in for the
+    call alone by torch.func.functional_call (the detached or GradTrackingTensor weights of per-sample gradients
+    under vmap(grad(...)), MAML's fast weights). The module's own parameters come back when the call returns, and
+    their hooks must stay: moved onto the call's tensors, they missed the step's real backward (no
+    parameters_grad at all)."""
     params = mod._parameters
+    for p in params.values():
+        if p is not None and not isinstance(p, torch.nn.Parameter):
+            return False
     if len(params) != len(sig):
         return True
     for (pid, grad), p in zip(sig, params.values()):

@@ -24,7 +24,7 @@ from tbprobe.collector.pytorch.stacks import CODES, OWN_CODE, TBPROBE_DIR, forma
 from tbprobe.collector.pytorch.stats import StatBuffer
 from tbprobe.collector.pytorch.tensor_files import data_names, tensor_file_name
 from tbprobe.collector.pytorch.values import ItemMaker
-from tbprobe.collector.recorder import Spilled, StackInterner, StepRecord
+from tbprobe.collector.recorder import PSEUDO_PARENTS, Spilled, StackInterner, StepRecord
 
 _graph_task = torch._C._current_graph_task_id   # -1 outside a backward pass
 
@@ -40,7 +40,6 @@ except ImportError:
 
 __all__ = ["Session", "flatten_tensors"]
 
-PSEUDO_PARENTS = ("optimizer", "clip_grad")   # construct.json parents that are no call (the reference's)
 _MAX_NAMES = 1 << 20              # Session._data_names is emptied past this many names (a bound for names that change)
 HOLD_BYTES = 256 << 20            # task tensor: copies of a step's tensors kept in memory before they are spilled
 

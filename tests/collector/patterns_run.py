@@ -278,9 +278,10 @@ def _lbfgs(debugger, steps):
     return model, losses
 
 
-def _scaler(debugger, steps, init_scale=2.0 ** 40):
+def _scaler(debugger, steps, init_scale=2.0 ** 40, clip=True):
     """fp16 autocast on the CPU with a GradScaler whose first scale overflows the fp16 gradients: the first step
-    is skipped (inf found, the scale backed off to 2**10), the later ones step."""
+    is skipped (inf found, the scale backed off to 2**10), the later ones step. With `clip`, unscale_ and
+    clip_grad_norm_ before scaler.step (else scaler.step unscales)."""
     torch.manual_seed(0)
     model = TokenNet()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -293,8 +294,9 @@ def _scaler(debugger, steps, init_scale=2.0 ** 40):
             logits = model(t)
         loss = F.cross_entropy(logits.float().view(-1, 10), t.view(-1))
         scaler.scale(loss).backward()
-        scaler.unscale_(opt)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if clip:
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         scaler.step(opt)
         scaler.update()
         opt.zero_grad()
@@ -542,6 +544,7 @@ def _sparse(debugger, steps):
 LOOPS = {
     "lbfgs": _lbfgs,
     "scaler": _scaler,
+    "scaler-noclip": lambda d, s: _scaler(d, s, clip=False),
     "distill": _distill,
     "distill-both": lambda d, s: _distill(d, s, both=True),
     "ema": _ema,

@@ -259,9 +259,9 @@ def test_sparse_embedding_with_sparse_adam(tmp_path, caplog):
 # --- against the reference -------------------------------------------------------------------------------------
 
 @pytest.mark.peers
-@pytest.mark.parametrize("pattern, level", [("lbfgs", "L0"), ("scaler", "mix"), ("distill-both", "mix"),
-                                            ("ema", "L1"), ("adamw-foreach", "mix"), ("adamw-fused", "mix"),
-                                            ("varlen", "mix"), ("unregistered", "mix")])
+@pytest.mark.parametrize("pattern, level", [("lbfgs", "L0"), ("scaler", "mix"), ("scaler-noclip", "L1"),
+                                            ("distill-both", "mix"), ("ema", "L1"), ("adamw-foreach", "mix"),
+                                            ("adamw-fused", "mix"), ("varlen", "mix"), ("unregistered", "mix")])
 def test_record_names_equal_msprobes(tmp_path, pattern, level):
     """msprobe's dump of the same loop has the same records in the same order, and construct.json the same nodes
     (its parents differ only as docs/compatibility.md says). msprobe cannot run the func and sparse variants (it

@@ -67,6 +67,16 @@ def _in_backward() -> bool:
         return False
 
 
+def _in_transform() -> bool:
+    """True inside a torch.func transform (vmap, grad, jacrev, ...): a forward there runs on the transform's
+    wrapped tensors (per-sample under vmap), whose statistics are no activation of the step, and a .item() in them
+    raises (vmap). Such forwards are skipped; the step's own forward is recorded as ever."""
+    try:
+        return torch._C._functorch.maybe_current_level() is not None
+    except AttributeError:   # pragma: no cover - (torch without functorch)
+        return False
+
+
 def _key(node: str, metric: str, i: int, n: int) -> str:
     return f"{node}/{metric}.{i}" if n > 1 else f"{node}/{metric}"
 
@@ -99,7 +109,7 @@ def _share_hook(mon: "TrainerMon", keys: List[str], step: int, i: int, grad: Any
 
 def _wants_grads(mon: "TrainerMon", module) -> bool:
     return (mon.active and module.training and not mon.config.forward_only and torch.is_grad_enabled()
-            and not _in_backward())
+            and not _in_backward() and not _in_transform())
 
 
 def _pre_hook(mon: "TrainerMon", pending: List[Any], module, args, kwargs):
@@ -139,7 +149,7 @@ def _hook_input_shares(mon: "TrainerMon", node: str, module, entry: tuple, outpu
 
 def _forward_hook(mon: "TrainerMon", name: str, counter: Dict[str, int], pending: List[Any], module, args, kwargs,
                   output) -> None:
-    if not mon.active or not module.training or _in_backward():
+    if not mon.active or not module.training or _in_backward() or _in_transform():
         return
     entry = pending.pop() if pending and _wants_grads(mon, module) else None
     try:

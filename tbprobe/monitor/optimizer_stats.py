@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, List, Tuple
 import torch
 
 from tbprobe.monitor.stats import foreach_norms, tensor_stats, unobserved
+from tbprobe.monitor.targets import trainable
 
 if TYPE_CHECKING:  # pragma: no cover
     from tbprobe.monitor.trainer_mon import TrainerMon
@@ -33,19 +34,12 @@ def _state(optimizer, param) -> dict:
 
 @unobserved
 @torch.no_grad()
-def record_pre_step(mon: "TrainerMon", optimizer) -> None:
+def record_pre_step(mon: "TrainerMon", optimizer, grads: bool = True) -> None:
+    """`grads`: False for a step given a closure, whose gradients are computed inside it (record_post_step)."""
     cfg = mon.config
-    params = mon.selection.params
-    if cfg.wg_distribution:
-        grads = []
-        for name, p in params:
-            g = p.main_grad if mon.params_have_main_grad and hasattr(p, "main_grad") else p.grad
-            if g is None:
-                continue
-            if g.__class__.__name__ == "DTensor":  # FSDP2: the local shard, statistics per rank
-                g = g.to_local()
-            grads.append((name, g))
-        _stats_many(mon, "grad", grads)
+    params = trainable(mon.selection.params)
+    if cfg.wg_distribution and grads:
+        _record_grads(mon, params)
     if cfg.param_distribution:
         _stats_many(mon, "param", [(n, _local(p)) for n, p in params])
     if cfg.mv_distribution:
@@ -58,15 +52,31 @@ def record_pre_step(mon: "TrainerMon", optimizer) -> None:
             _stats_many(mon, key, items)
 
 
+def _record_grads(mon: "TrainerMon", params) -> None:
+    grads = []
+    for name, p in params:
+        g = p.main_grad if mon.params_have_main_grad and hasattr(p, "main_grad") else p.grad
+        if g is None:
+            continue
+        if g.__class__.__name__ == "DTensor":  # FSDP2: the local shard, statistics per rank
+            g = g.to_local()
+        grads.append((name, g))
+    _stats_many(mon, "grad", grads)
+
+
 def _local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if t.__class__.__name__ == "DTensor" else t
 
 
 @unobserved
 @torch.no_grad()
-def record_post_step(mon: "TrainerMon", optimizer) -> None:
+def record_post_step(mon: "TrainerMon", optimizer, grads: bool = False) -> None:
+    """`grads`: the step was given a closure; its gradients are those its last closure call left (LBFGS
+    evaluates it several times; Adam or SGD once, before the update)."""
     cfg = mon.config
-    params = mon.selection.params
+    params = trainable(mon.selection.params)
+    if cfg.wg_distribution and grads:
+        _record_grads(mon, params)
     if cfg.param_distribution:
         _stats_many(mon, "param_updated", [(n, _local(p)) for n, p in params])
     if cfg.ur_distribution:

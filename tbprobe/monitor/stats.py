@@ -64,6 +64,8 @@ def tensor_stats(x: torch.Tensor, ops: Sequence[str], eps: float) -> torch.Tenso
     dtype = _vector_dtype(x.device)
     if x.numel() == 0:
         return torch.full((len(ops),), float("nan"), device=x.device, dtype=dtype)
+    if x.layout != torch.strided:
+        return _sparse_stats(x, ops, eps, dtype)
     if x.is_complex():
         x = x.abs()
     if len(ops) == 1 and ops[0] == "norm":  # the default config: one kernel, no stack
@@ -88,14 +90,50 @@ def tensor_stats(x: torch.Tensor, ops: Sequence[str], eps: float) -> torch.Tenso
     return torch.stack([v.to(dtype) for v in out])
 
 
+def _sparse_stats(x: torch.Tensor, ops: Sequence[str], eps: float, dtype: torch.dtype) -> torch.Tensor:
+    """The statistics of a sparse tensor (an nn.Embedding(sparse=True) gradient) as of its dense equivalent, from
+    its stored values: aminmax and the norm kernels have no sparse implementation, and the NotImplementedError
+    lost every statistic of the optimizer step it was in. Duplicate indices are summed first (coalesce); the
+    elements not stored are zeros."""
+    if x.layout == torch.sparse_coo:
+        x = x.coalesce()
+    vals = x.values()
+    if vals.is_complex():
+        vals = vals.abs()
+    implicit = x.numel() - vals.numel()   # (shapes only: no host sync)
+    zero = torch.zeros((), device=vals.device, dtype=vals.dtype)
+    out: List[torch.Tensor] = []
+    for op in ops:
+        if op in ("min", "max"):
+            if vals.numel() == 0:
+                v = zero
+            else:
+                v = vals.min() if op == "min" else vals.max()
+                if implicit:
+                    v = torch.minimum(v, zero) if op == "min" else torch.maximum(v, zero)
+            out.append(v.float())
+        elif op == "mean":
+            out.append(_summed(vals, torch.sum) / x.numel())
+        elif op == "norm":
+            out.append(_norm(vals))
+        elif op == "zeros":
+            out.append((torch.count_nonzero(vals.abs() < eps).float() + implicit) / x.numel())
+        elif op == "nans":
+            out.append(torch.count_nonzero(torch.isnan(vals)).float())
+    return torch.stack([v.to(dtype) for v in out])
+
+
 @unobserved
 @torch.no_grad()
 def foreach_norms(tensors: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     """L2 norms of many tensors with the fused multi-tensor kernel where torch has one (float32, length-1 each)."""
     groups: Dict[Tuple[torch.device, torch.dtype], List[int]] = {}
-    for i, t in enumerate(tensors):
-        groups.setdefault((t.device, t.dtype), []).append(i)
     result: List[torch.Tensor] = [None] * len(tensors)  # type: ignore[list-item]
+    for i, t in enumerate(tensors):
+        if t.layout != torch.strided:   # (a sparse gradient: no fused or plain norm kernel for it)
+            result[i] = tensor_stats(t, ["norm"], 0.0).float()
+            continue
+        groups.setdefault((t.device, t.dtype), []).append(i)
     for (_, _dtype), idx in groups.items():
         chunk = [tensors[i].detach() for i in idx]
         try:

@@ -15,7 +15,7 @@ import torch
 
 from tbprobe.errors import TbprobeError
 
-__all__ = ["Selection", "select_targets", "clean_name", "print_structure", "STRUCT_LOG_LINES"]
+__all__ = ["Selection", "select_targets", "trainable", "clean_name", "print_structure", "STRUCT_LOG_LINES"]
 
 _log = logging.getLogger("tbprobe.monitor")
 
@@ -83,14 +83,16 @@ def select_targets(models: Sequence[torch.nn.Module], targets: Dict[str, object]
                 sel.modules.append((prefix[i] + (name or "model"), mod))
         seen_par = set()
         for raw, par in chunk.named_parameters():
-            if not par.requires_grad:
-                continue
+            # Frozen parameters are selected too and recorded at the steps they require a gradient at
+            # (trainable(): a fine-tuning schedule unfreezing layers got nothing of them, they were left out
+            # here for good); they still match no target while frozen, as before.
             name = clean_name(raw)
             if name in seen_par:
                 continue
             seen_par.add(name)
             hits = [key for t, key in wanted.items() if _under(name, t)]
-            matched.update(hits)
+            if par.requires_grad:
+                matched.update(hits)
             if hits or not targets:
                 sel.params.append((prefix[i] + name, par))
     missing = [k for k in targets if k not in matched]
@@ -100,6 +102,11 @@ def select_targets(models: Sequence[torch.nn.Module], targets: Dict[str, object]
         hint = f"; close names: {', '.join(close)}" if close else ""
         raise TbprobeError(f"monitor target '{key}' matches no module or parameter of the model{hint}")
     return sel
+
+
+def trainable(params: Sequence[Tuple[str, torch.nn.Parameter]]) -> List[Tuple[str, torch.nn.Parameter]]:
+    """The selected parameters that require a gradient now (frozen ones have no series while frozen)."""
+    return [(n, p) for n, p in params if p.requires_grad]
 
 
 def print_structure(models: Sequence[torch.nn.Module], output_root: str, rank: int) -> str:

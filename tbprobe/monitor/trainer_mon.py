@@ -24,7 +24,7 @@ from tbprobe.monitor.config import MonitorConfig, load_config
 from tbprobe.monitor.hooks import install_module_hooks, install_param_hooks
 from tbprobe.monitor.optimizer_stats import record_post_step, record_pre_step
 from tbprobe.monitor.stats import StatBatch
-from tbprobe.monitor.targets import Selection, print_structure, select_targets
+from tbprobe.monitor.targets import Selection, print_structure, select_targets, trainable
 from tbprobe.monitor.writer import MonitorWriter
 
 __all__ = ["TrainerMon"]
@@ -80,6 +80,10 @@ class TrainerMon:
         self._writer: Optional[MonitorWriter] = None
         self._record_unreduced = False
         self._wrapped_optimizer = None   # (set_wrapped_optimizer)
+        self._grads_after_step = False   # the step running was given a closure (_pre_step)
+        self._root_handles: List[Any] = []
+        self._layout: tuple = ()
+        self._layout_checked = False
         _LIVE.add(self)
 
     # -- public API ------------------------------------------------------------------------------------------
@@ -211,14 +215,62 @@ class TrainerMon:
         sharded = any(p.__class__.__name__ == "DTensor" for _, p in self.selection.params)
         self._record_unreduced = (self.config.wg_distribution and not sharded
                                   and (self.world_size > 1 or self.dp_group is not None))
-        self._handles = install_module_hooks(self, self.selection.modules)
-        if self._record_unreduced:
-            self._handles += install_param_hooks(self, self.selection.params)
+        self._install_hooks()
+        self._layout = self._model_layout()
+        self._layout_checked = False
+        # (the model's first forward of a recorded step checks whether a submodule was replaced: _check_layout)
+        # (prepend: before FSDP2's own pre-forward hook, which puts unsharded parameters in the modules)
+        self._root_handles = [m.register_forward_pre_hook(self._root_pre_hook, prepend=True) for m in self._models]
         self.monitoring = True
         self.active = self._should_record(self.step)
 
+    def _install_hooks(self) -> None:
+        self.micro_counters = []
+        self.pending_calls = []
+        self._handles = install_module_hooks(self, self.selection.modules)
+        if self._record_unreduced:
+            # (a frozen parameter takes no gradient hook; one unfrozen later has no grad_unreduced)
+            self._handles += install_param_hooks(self, trainable(self.selection.params))
+
+    def _model_layout(self) -> tuple:
+        """Which module objects the model holds, in order (ids; the selection keeps the selected ones alive, so
+        an id is not reused while it counts). Modules only: FSDP2 swaps every parameter object between its
+        sharded and unsharded one at each forward; a replaced submodule brings new parameters with it."""
+        return tuple(id(x) for m in self._models for x in m.modules())
+
+    def _root_pre_hook(self, module, args) -> None:
+        if self.active and not self._layout_checked and not torch.compiler.is_compiling():
+            self._check_layout()
+
+    def _check_layout(self) -> None:
+        """Once per recorded step, before its first forward (else before the optimizer reads its statistics):
+        a submodule replaced between steps (`model.head = nn.Linear(...)`, a layer swapped in) kept its old
+        module's hooks and its old parameters' names, which then wrote the parameters no longer in the model
+        (their frozen values, their optimizer state) as the new ones'. The targets are selected again and the
+        hooks moved to what the model holds now."""
+        self._layout_checked = True
+        try:
+            layout = self._model_layout()
+            if layout == self._layout:
+                return
+            self._layout = layout
+            try:
+                selection = self._select()
+            except TbprobeError as exc:
+                _log.warning("tbprobe monitor: the model changed and the targets no longer match (%s): the "
+                             "earlier modules and parameters are still recorded", exc)
+                return
+            _log.info("tbprobe monitor: the model's modules changed: targets selected again")
+            self.selection = selection
+            handles, self._handles = self._handles, []
+            _remove(handles)
+            self._install_hooks()
+        except Exception as exc:  # noqa: BLE001
+            self.fault("model change check", exc)
+
     def _stop_hooks(self) -> None:
-        handles, self._handles = self._handles, []
+        handles, self._handles = self._handles + self._root_handles, []
+        self._root_handles = []
         _remove(handles)
         self._remove_tensor_hooks()
         self.micro_counters = []
@@ -238,36 +290,47 @@ class TrainerMon:
 
     def _hook_optimizer(self, optimizer) -> None:
         if hasattr(optimizer, "register_step_pre_hook") and hasattr(optimizer, "register_step_post_hook"):
-            optimizer.register_step_pre_hook(lambda opt, args, kwargs: self._pre_step(opt))
+            # (torch passes the step's arguments with the optimizer itself first)
+            optimizer.register_step_pre_hook(
+                lambda opt, args, kwargs: self._pre_step(opt, args[1:] if args and args[0] is opt else args, kwargs))
             optimizer.register_step_post_hook(lambda opt, args, kwargs: self._post_step(opt))
             return
         original = optimizer.step  # not a torch.optim.Optimizer: wrap its step instead
 
         def step(*args, **kwargs):
-            self._pre_step(optimizer)
+            self._pre_step(optimizer, args, kwargs)
             out = original(*args, **kwargs)
             self._post_step(optimizer)
             return out
 
         optimizer.step = step
 
-    def _pre_step(self, optimizer) -> None:
+    def _pre_step(self, optimizer, args: tuple = (), kwargs: Optional[dict] = None) -> None:
         if not self.active:
             return
+        if not self._layout_checked:
+            self._check_layout()
         try:
-            record_pre_step(self, optimizer)
+            # A step given a closure (LBFGS; any optimizer's step(closure)) computes its gradients itself, inside
+            # the step: before it, .grad is the previous step's (none at the first), which was written under
+            # this step's number. Its gradients are read after the step instead.
+            closure = (kwargs or {}).get("closure", args[0] if args else None)
+            self._grads_after_step = callable(closure)
+            record_pre_step(self, optimizer, grads=not self._grads_after_step)
         except Exception as exc:  # noqa: BLE001
             self.fault("optimizer pre-step", exc)
 
     def _post_step(self, optimizer) -> None:
         try:
             if self.active:
-                record_post_step(self, optimizer)
+                record_post_step(self, optimizer, grads=self._grads_after_step)
                 self._flush_step()
         except Exception as exc:  # noqa: BLE001
             self.fault("optimizer post-step", exc)
             self._batch.clear()
         self.step += 1
+        self._grads_after_step = False
+        self._layout_checked = False
         self._remove_tensor_hooks()
         for counter in self.micro_counters:
             counter["n"] = 0

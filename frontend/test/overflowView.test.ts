@@ -43,4 +43,15 @@ describe("the overflow list", () => {
       expect(v.el.querySelector("[data-testid=overflow-no-start]")).toBeNull();
     }
   });
+
+  it("with no start, tags and names the node where Inf/NaN first comes in (a GradScaler's float16 cast)", async () => {
+    const v = view([{ name: "Tensor.__mul__.0.backward", overflow: "high", order: 57, first: false, enters: false },
+      { name: "Functional.linear.8.backward", overflow: "high", order: 59, first: false, enters: true },
+      { name: "Module.head.Linear.backward.0", overflow: "high", order: 61, first: false, enters: false }]);
+    await v.reload();
+    expect(tagged(v)).toEqual(["Functional.linear.8.backward"]);
+    expect(v.el.querySelector("[data-testid=overflow-enters]")?.textContent).toBe("Inf/NaN comes in");
+    expect(v.el.querySelector("[data-testid=overflow-no-start]")?.textContent)
+      .toContain("first comes in at Functional.linear.8.backward");
+  });
 });

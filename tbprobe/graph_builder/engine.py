@@ -72,6 +72,9 @@ class RankSummary:
     first_divergence_in: Optional[str] = None   # the module the first divergent operator ran in
     first_divergence_warning_only: bool = False  # chosen by rollup's warnings fallback (no error in the graph)
     first_divergence_weight: bool = False  # chosen where a weight differs, no node of the graph flagged
+    # with no first overflow: the node whose inputs first hold Inf/NaN that no recorded call made (rollup)
+    nonfinite_enters: Optional[str] = None
+    nonfinite_enters_order: Optional[int] = None
 
 
 class Sink(Protocol):
@@ -515,7 +518,9 @@ def _process_graphs(debug: Graph, bench: Optional[Graph], opts: Options, sink: S
                        n_rows, levels=summary_levels, unused_rules=unused,
                        first_divergence_in=summary.get("first_divergence_in"),  # type: ignore[arg-type]
                        first_divergence_warning_only=bool(summary.get("first_divergence_warning_only")),
-                       first_divergence_weight=bool(summary.get("first_divergence_weight")))
+                       first_divergence_weight=bool(summary.get("first_divergence_weight")),
+                       nonfinite_enters=summary.get("nonfinite_enters"),  # type: ignore[arg-type]
+                       nonfinite_enters_order=summary.get("nonfinite_enters_order"))  # type: ignore[arg-type]
 
 
 def _counts(graph: Graph, bench: Optional[Graph]) -> Dict[str, int]:

@@ -18,7 +18,8 @@ from typing import Optional
 from tbprobe.graph_builder.items import flatten_entry, is_tensor_item
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph
 
-__all__ = ["overflow_level", "mark_overflow", "LEVEL_RANK", "non_finite_kinds", "output_pattern"]
+__all__ = ["overflow_level", "mark_overflow", "LEVEL_RANK", "non_finite_kinds", "output_pattern", "input_pattern",
+           "non_finite_io"]
 
 LEVEL_RANK = {None: 0, "medium": 1, "high": 2, "critical": 3}
 _VALUE_BOUNDS = ("Max", "Min")
@@ -141,3 +142,21 @@ def output_pattern(name: str, entry: Optional[dict]) -> dict:
     cut = len(name) + 1
     return {key[cut:]: (_tensor_kinds(item), item.get("nan_count"), item.get("inf_count"))
             for key, item in outs if is_tensor_item(item)}
+
+
+def input_pattern(name: str, entry: Optional[dict]) -> dict:
+    """output_pattern for the tensor inputs (a module's parameters aside, as overflow_level reads them)."""
+    if not entry:
+        return {}
+    ins, _outs = flatten_entry(name, entry)
+    cut = len(name) + 1
+    return {key[cut:]: (_tensor_kinds(item), item.get("nan_count"), item.get("inf_count"))
+            for key, item in ins if is_tensor_item(item) and ".parameters." not in key}
+
+
+def non_finite_io(name: str, entry: Optional[dict]):
+    """(a tensor input holds Inf/NaN, a tensor output does), by overflow_level's reading of the statistics."""
+    if not entry:
+        return False, False
+    ins, outs = flatten_entry(name, entry)
+    return _scan(ins)[0], _scan(outs)[0]

@@ -4,7 +4,7 @@ inputs are finite and outputs are not). Data-flow edges, when the collector reco
 divergence be traced back to the producers of its inputs."""
 import json
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.graph_builder.overflow import LEVEL_RANK
@@ -19,7 +19,7 @@ _TENSOR_DIVERGES = 0.1
 # same seed, differs in no weight at all at step 0 under autocast)
 _WEIGHT_DIFFERS = 0.01
 
-__all__ = ["roll_up", "first_divergence", "first_overflow", "findings_rows", "trace_back"]
+__all__ = ["roll_up", "first_divergence", "first_overflow", "nonfinite_enters", "findings_rows", "trace_back"]
 
 
 def roll_up(graph: Graph) -> None:
@@ -330,6 +330,36 @@ def first_overflow(graph: Graph) -> Optional[Node]:
     return None
 
 
+def nonfinite_enters(nodes: Iterable[Node]) -> Optional[Node]:
+    """Where Inf/NaN first appears when no node is where an overflow starts (first_overflow is None): of `nodes`
+    (the graph's nodes with an overflow level, API collections aside, in execution order), the earliest one holding
+    an Inf/NaN, when that Inf/NaN is in its tensor inputs, i.e. a call the dump does not record made it (a
+    GradScaler run: the loss gradient, finite in float32, cast to float16 inside autocast's backward, where it is
+    past 65504). None when the earliest Inf/NaN is in an output (a critical node first_overflow skipped: a
+    masked_fill(mask, -inf), the bench's own overflow; a peer's data that a recv brought), when the counterpart's
+    inputs are non-finite in the same way (the bench has it too), and for nodes whose level is a norm jump alone.
+    Before, such a step said "first overflow: none" and the Overflow page "each had Inf/NaN coming in", without
+    a word of where it came in."""
+    from tbprobe.graph_builder.overflow import input_pattern, non_finite_io
+
+    for node in nodes:
+        if ".parameters_grad" in node.name or node.node_type == NODE_API_COLLECTION:
+            continue   # (a module's gradients: the backward call that made them is the node; a collection's calls)
+        entry = node.entry if node.has_entry else None
+        in_bad, out_bad = non_finite_io(node.name, entry)
+        if not in_bad:
+            if out_bad:
+                return None
+            continue
+        bench = node.match
+        if bench is not None and bench.has_entry:
+            pattern = input_pattern(node.name, entry)
+            if pattern and pattern == input_pattern(bench.name, bench.entry):
+                return None
+        return node
+    return None
+
+
 def trace_back(graph: Graph, node: Node, limit: int = 50) -> List[str]:
     """Producers of the node's inputs, walked back along data-flow edges while they are not passing."""
     out: List[str] = []
@@ -352,7 +382,8 @@ def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple]
     """Rows for tbprobe_findings (graph_id, kind, node_name, exec_order, detail) and a summary dict."""
     rows = []
     summary: Dict[str, object] = {"first_divergence": None, "first_overflow": None,
-                                  "first_divergence_order": None, "first_overflow_order": None}
+                                  "first_divergence_order": None, "first_overflow_order": None,
+                                  "nonfinite_enters": None, "nonfinite_enters_order": None}
     div, rule = _first_divergence(graph, mode)
     if div is not None:
         # (rule, flagged, worst_output and enters: why it was chosen, for the plugin to say; files written before
@@ -377,6 +408,10 @@ def findings_rows(graph: Graph, mode: Optional[str] = None) -> Tuple[List[tuple]
         detail = {"overflow_level": ovf.overflow, "path": ovf.path()}
         rows.append((graph.graph_id, "first_overflow", ovf.name, ovf.exec_order, json.dumps(detail)))
         summary["first_overflow"], summary["first_overflow_order"] = ovf.name, ovf.exec_order
+    else:
+        enters = nonfinite_enters(n for n in _leaves_in_exec_order(graph) if n.overflow)
+        if enters is not None:
+            summary["nonfinite_enters"], summary["nonfinite_enters_order"] = enters.name, enters.exec_order
     return rows, summary
 
 

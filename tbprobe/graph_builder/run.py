@@ -334,13 +334,15 @@ def _summary(results: List[RankSummary], path: Path, seconds: float) -> Dict[str
             total[k] = int(total.get(k, 0)) + v  # type: ignore[arg-type]
     first_div = _first_of(results, "first_divergence")
     first_ovf = _first_of(results, "first_overflow")
+    # (no step with a first overflow: where Inf/NaN first comes in, made by a call the dump does not record)
+    enters = None if first_ovf else _first_of(results, "nonfinite_enters")
     # (the module the first divergent operator ran in: the summary line names it too)
     chosen = _earliest([r for r in results if r.first_divergence], "first_divergence") if first_div else None
     first_in = chosen.first_divergence_in if chosen else None
     total.update({"graphs": len(results), "first_divergence": first_div, "first_divergence_in": first_in,
                   "first_divergence_warning_only": bool(chosen and chosen.first_divergence_warning_only),
                   "first_divergence_weight": bool(chosen and chosen.first_divergence_weight),
-                  "first_overflow": first_ovf, "output": str(path), "seconds": round(seconds, 3)})
+                  "first_overflow": first_ovf, "nonfinite_enters": enters, "output": str(path), "seconds": round(seconds, 3)})
     return total
 
 
@@ -387,6 +389,10 @@ def format_summary(result: GraphResult) -> str:
         bench = " or as the bench does" if result.graph_type == "compare" else ""
         first = s["first_overflow"] or ("none (no node turns finite inputs into inf/nan, other than by an inf/nan "
                                         f"argument{bench})")
+        if not s["first_overflow"] and s.get("nonfinite_enters"):
+            # (a GradScaler's overflow: the inf is made by a cast the dump does not record, in the backward)
+            first += (f"; inf/nan first comes in at {s['nonfinite_enters']} (its inputs: made by a call the dump "
+                      "does not record, such as a cast to float16)")
         lines.append(f"  overflow nodes: {s['overflow']}, first overflow: {first}")
     for side, keys in (s.get("left_out") or {}).items():   # type: ignore[union-attr]
         shown = ", ".join(f"step {st} rank {r}" for st, r in keys[:8]) + (f" and {len(keys) - 8} more"

@@ -8,7 +8,7 @@ import numpy as np
 
 from tbprobe.graph_builder import rollup
 from tbprobe.graph_builder.compare import no_longer_passes
-from tbprobe.graph_builder.model import Graph, Node
+from tbprobe.graph_builder.model import NODE_API_COLLECTION, Graph, Node
 from tbprobe.tb_plugin.api_error import ApiError
 from tbprobe.tb_plugin.graph_index import (
     OVERFLOW_LEVELS,
@@ -19,7 +19,9 @@ from tbprobe.tb_plugin.graph_index import (
 )
 from tbprobe.tb_plugin.stored_metrics import metric_number, row_metrics
 
-__all__ = ["stored_finding", "first_divergence", "first_overflow", "divergence_why"]
+NODE_API_COLLECTION_TYPE = int(NODE_API_COLLECTION)
+
+__all__ = ["stored_finding", "first_divergence", "first_overflow", "nonfinite_enters", "divergence_why"]
 
 
 def stored_finding(idx: GraphIndex, found: Optional[dict]) -> Optional[dict]:
@@ -93,6 +95,29 @@ def first_overflow(graph_file, idx: GraphIndex, step: int, rank: int, side: str)
             return {"name": name, "order": i, "exec_order": int(idx.exec_order[i]),
                     "overflow": OVERFLOW_LEVELS[idx.overflow[i]], "path": idx.path(i)}
     return None
+
+
+def nonfinite_enters(graph_file, idx: GraphIndex, step: int, rank: int, side: str) -> Optional[str]:
+    """With no first overflow: the node whose tensor inputs first hold Inf/NaN that no recorded call made, by the
+    graph builder's rule (``rollup.nonfinite_enters``: the earliest node holding an Inf/NaN, when it is in its
+    inputs and its counterpart's inputs are not the same), on stand-ins of the overflow nodes in execution order;
+    rows are read until the rule decides. The Overflow page tags it: a GradScaler's overflow (the loss gradient
+    cast to float16 in the backward, a call no dump records) had no node named at all."""
+    found = np.flatnonzero((idx.overflow > 0) & (idx.types != NODE_API_COLLECTION_TYPE))
+    found = found[np.argsort(idx.exec_order[found], kind="stable")].tolist()
+    other = "Bench" if side == "NPU" else "NPU"
+    has_other = other in graph_file.meta()["sides"]
+
+    def stand_ins():
+        for i in found:
+            name = idx.names[i]
+            entry, link = _stored_entry(graph_file, step, rank, side, name)
+            node = Node(name, str(int(idx.types[i])), entry=entry, exec_order=int(idx.exec_order[i]))
+            node.match = _stand_in(graph_file, step, rank, other, link) if has_other else None
+            yield node
+
+    node = rollup.nonfinite_enters(stand_ins())
+    return node.name if node is not None else None
 
 
 def _stand_in(graph_file, step: int, rank: int, side: str, link) -> Optional[Node]:

@@ -14,7 +14,13 @@ from tbprobe.tb_plugin import catalog
 from tbprobe.tb_plugin.api_error import ApiError, quoted
 from tbprobe.tb_plugin.compact_summaries import compact_from_dicts, compact_summaries
 from tbprobe.tb_plugin.compare_table import BASE_COLUMNS, build_rows, sort_key_number, to_csv
-from tbprobe.tb_plugin.findings import divergence_why, first_divergence, first_overflow, stored_finding
+from tbprobe.tb_plugin.findings import (
+    divergence_why,
+    first_divergence,
+    first_overflow,
+    nonfinite_enters,
+    stored_finding,
+)
 from tbprobe.tb_plugin.graph_files import GraphFiles
 from tbprobe.tb_plugin.graph_index import (
     OVERFLOW_LEVELS,
@@ -481,6 +487,17 @@ class GraphData:
                 gf.derived[key] = found
         return found[0]
 
+    @staticmethod
+    def _nonfinite_enters(gf, idx, step, rank, side) -> Optional[str]:
+        key = ("nonfinite_enters", step, rank, side)
+        with gf.derived_lock:
+            found = gf.derived.get(key)
+        if found is None:
+            found = (nonfinite_enters(gf, idx, step, rank, side),)
+            with gf.derived_lock:
+                gf.derived[key] = found
+        return found[0]
+
     def overflow(self, run, file, step, rank, side="NPU") -> dict:
         gf, idx = self.graph(run, file, step, rank, side)
         found = np.flatnonzero(idx.overflow > 0)
@@ -494,8 +511,12 @@ class GraphData:
         else:
             start = self._first_overflow(gf, idx, step, rank, side) if found else None
         first = start["name"] if start else None
+        # (no start: where Inf/NaN first comes in, made by a call the dump does not record, e.g. a GradScaler's
+        # loss gradient cast to float16 in the backward)
+        enters = self._nonfinite_enters(gf, idx, step, rank, side) if found and first is None else None
         items = [{"name": idx.names[i], "type": int(idx.types[i]), "overflow": OVERFLOW_LEVELS[idx.overflow[i]],
-                  "order": i, "exec_order": int(idx.exec_order[i]), "first": idx.names[i] == first} for i in found]
+                  "order": i, "exec_order": int(idx.exec_order[i]), "first": idx.names[i] == first,
+                  "enters": idx.names[i] == enters} for i in found]
         return {"total": len(items), "items": items}
 
     def matches(self, run, file, step, rank) -> dict:

@@ -237,3 +237,30 @@ def test_the_live_graph_is_marked_ended_when_the_run_ends(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"    # while the run goes on
     assert live_flag() == "0"             # after its exit, with no close()
+
+
+def test_the_live_graph_grades_overflows(tmp_path):
+    """An fp16 run's overflow shows in the live graph: its levels and the file's overflow_check flag (the live
+    graph was built without them: no level on any node, no Overflow view for the running job)."""
+    import sqlite3
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8)
+    with torch.no_grad():
+        lin.weight.mul_(1e5)          # its float16 output passes 65504: inf, made right there
+    dbg = make_debugger(tmp_path, level="L1", steps=1)
+    dbg.start(model=lin)
+    with torch.autocast("cpu", dtype=torch.float16):
+        torch.tanh(lin(torch.randn(4, 8) * 100))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    (db,) = glob.glob(str(tmp_path / "dump_tb" / "build_proc*.vis.db"))
+    con = sqlite3.connect(db)
+    try:
+        levels = dict(con.execute("SELECT node_name, overflow_level FROM tb_nodes WHERE overflow_level IS NOT NULL"))
+        (config,) = con.execute("SELECT overflow_check FROM tb_config").fetchone()
+    finally:
+        con.close()
+    assert levels == {"Functional.linear.0.forward": "critical", "Torch.tanh.0.forward": "medium"}
+    assert config in (1, "1", True)

@@ -181,6 +181,8 @@ export interface OverflowItem {
   order: number;
   /** where the overflow starts (the graph builder's first overflow); false on every item when none is critical */
   first: boolean;
+  /** with no start: where Inf/NaN first comes in, made by a call the dump does not record (older servers: absent) */
+  enters?: boolean;
 }
 
 export type Row = Record<string, unknown>;

@@ -101,6 +101,10 @@ export const en = {
     "bench does not share.",
   overflowNoStart: "No node here is where an overflow starts: each had Inf/NaN coming in, or only its norm " +
     "grew past 100 times its inputs' (an optimizer's sqrt of small moments does).",
+  overflowEnters: "No node here turns finite inputs into Inf/NaN: the Inf/NaN first comes in at {name}, in its " +
+    "inputs, made by a call the dump does not record (such as a cast to float16 in the backward, where a " +
+    "GradScaler's scaled loss gradient passes 65504).",
+  entersTag: "Inf/NaN comes in",
   first: "first",
   goToGraph: "Show in graph",
   breadcrumbsRoot: "Path",

@@ -102,6 +102,9 @@ export const zh: Record<MessageKey, string> = {
     "且标杆侧没有同样的溢出。",
   overflowNoStart: "这里没有溢出开始的节点：每个节点的 Inf/NaN 都来自输入，或只是范数超过输入的 100 倍（优化器对很小的" +
     "动量求 sqrt 时就会这样）。",
+  overflowEnters: "这里没有把有限输入变成 Inf/NaN 的节点：Inf/NaN 最早出现在 {name} 的输入中，" +
+    "由 dump 未记录的调用产生（例如反向中转为 float16 的类型转换，GradScaler 放大后的损失梯度超过 65504）。",
+  entersTag: "Inf/NaN 由此进入",
   first: "首个",
   goToGraph: "在图中显示",
   breadcrumbsRoot: "路径",

@@ -36,17 +36,23 @@ export class OverflowView {
         el("h4", { text: `${t("rank")} ${rank} (${items.length})` }));
       if (!items.length) section.append(el("p", { class: "ga-muted", text: t("noOverflow") }));
       else if (!items.some((it) => it.first === true)) {
-        section.append(el("p", { class: "ga-muted", testid: "overflow-no-start", text: t("overflowNoStart") }));
+        // no start; the server names where Inf/NaN first comes in when a call the dump does not record made it
+        const enters = items.find((it) => it.enters === true);
+        section.append(el("p", { class: "ga-muted", testid: "overflow-no-start",
+          text: enters ? t("overflowEnters").replace("{name}", enters.name) : t("overflowNoStart") }));
       }
       const ol = el("ol", { class: "ga-list" });
       items.forEach((it) => {
         // where the overflow starts, as the server says (docs/http_api.md): none when no node is critical, never
         // the earliest of the list (a high one had Inf coming in already)
         const first = it.first === true;
-        const li = el("li", { testid: "overflow-item", class: `ga-clickable${first ? " ga-first" : ""}`, title: t("goToGraph") },
+        const enters = !first && it.enters === true;
+        const li = el("li", { testid: "overflow-item", class: `ga-clickable${first || enters ? " ga-first" : ""}`,
+          title: t("goToGraph") },
           el("span", { class: `ga-badge ga-o-${it.overflow}`, text: t(it.overflow) }),
           el("span", { class: "ga-item-name", text: it.name }),
-          first ? el("span", { class: "ga-first-tag", text: t("first") }) : null);
+          first ? el("span", { class: "ga-first-tag", text: t("first") }) : null,
+          enters ? el("span", { class: "ga-first-tag", testid: "overflow-enters", text: t("entersTag") }) : null);
         li.addEventListener("click", () => void this.ctx.goToNode("NPU", it.name, rank));
         ol.append(li);
       });

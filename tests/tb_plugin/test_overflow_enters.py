@@ -1,0 +1,35 @@
+"""/api/overflow with no start: `enters` flags where Inf/NaN first comes in, made by a call the dump does not
+record (a GradScaler's loss gradient cast to float16 in the backward). Before, no item of such a list was flagged
+and the page said only that every node had Inf/NaN coming in."""
+import os
+
+from tbprobe.graph_builder import run_graph
+from tests.graph_builder.test_overflow_enters import SMALL, _scaler_rank
+from tests.tb_plugin.conftest import make_api
+
+
+def _flags(body):
+    return [(i["name"], i["first"], i["enters"]) for i in body["items"] if i["first"] or i["enters"]]
+
+
+def test_overflow_route_flags_where_the_inf_comes_in(tmp_path):
+    logs = tmp_path / "logs"
+    run_graph(str(_scaler_rank(tmp_path / "d")), None, str(logs / "build"), parallel=False, progress=False,
+              overflow_check=True)
+    run_graph(str(_scaler_rank(tmp_path / "d")), str(_scaler_rank(tmp_path / "b", grad_in=SMALL)),
+              str(logs / "cmp"), parallel=False, progress=False, overflow_check=True)
+    run_graph(str(_scaler_rank(tmp_path / "m", mask_fill=True)), None, str(logs / "mask"), parallel=False,
+              progress=False, overflow_check=True)
+    api = make_api(logs)
+    for run in ("build", "cmp"):
+        file = os.listdir(logs / run)[0]
+        status, body = api.get("/api/overflow", run=run, file=file, step=0, rank=0)
+        assert status == 200
+        assert _flags(body) == [("Functional.linear.8.backward", False, True)]
+    # the bench side's list: its linear backward is finite, nothing overflows but the norm jump
+    status, body = api.get("/api/overflow", run="cmp", file=os.listdir(logs / "cmp")[0], step=0, rank=0,
+                           side="Bench")
+    assert status == 200 and _flags(body) == []
+    # the inf came from a recorded call (the mask's -inf fill): nothing flagged
+    status, body = api.get("/api/overflow", run="mask", file=os.listdir(logs / "mask")[0], step=0, rank=0)
+    assert status == 200 and body["total"] and _flags(body) == []

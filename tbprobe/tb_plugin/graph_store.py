@@ -554,10 +554,16 @@ class DbGraphFile:
         return best[1] if best else None
 
     def stored_findings(self, step: int, rank: int) -> Optional[Dict[str, dict]]:
-        """tbprobe's precomputed findings for the debug graph, or None for files without the table."""
+        """tbprobe's precomputed findings for the debug graph, or None for files without the table and for the
+        collector's live graph (computed then, as for msprobe's files)."""
         if "tbprobe_findings" not in self.tables:
             return None
         with self._conn() as conn:
+            if "tbprobe_meta" in self.tables and conn.execute(
+                    "SELECT 1 FROM tbprobe_meta WHERE key = 'live'").fetchone() is not None:
+                # (the collector's live graph, running or ended, stores none: its empty table read as "no first
+                # overflow", and the Overflow view flagged no start for an fp16 run's overflowing linear)
+                return None
             rows = conn.execute(
                 "SELECT kind, node_name, exec_order, detail FROM tbprobe_findings WHERE graph_id = ?",
                 (f"NPU_{step}_{rank}",),

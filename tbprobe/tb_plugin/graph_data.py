@@ -475,28 +475,27 @@ class GraphData:
         return out
 
     @staticmethod
-    def _first_overflow(gf, idx, step, rank, side) -> Optional[dict]:
-        """findings.first_overflow, once per graph (it reads the rows of critical nodes until one qualifies: a
-        graph of many masked_fill(-inf) reads them all)."""
-        key = ("first_overflow", step, rank, side)
+    def _once(gf, what: str, fn, idx, step, rank, side):
+        """fn(gf, idx, step, rank, side), worked out once per graph and kept with the file's derived tables."""
+        key = (what, step, rank, side)
         with gf.derived_lock:
             found = gf.derived.get(key)
         if found is None:
-            found = (first_overflow(gf, idx, step, rank, side),)
+            found = (fn(gf, idx, step, rank, side),)
             with gf.derived_lock:
                 gf.derived[key] = found
         return found[0]
 
-    @staticmethod
-    def _nonfinite_enters(gf, idx, step, rank, side) -> Optional[str]:
-        key = ("nonfinite_enters", step, rank, side)
-        with gf.derived_lock:
-            found = gf.derived.get(key)
-        if found is None:
-            found = (nonfinite_enters(gf, idx, step, rank, side),)
-            with gf.derived_lock:
-                gf.derived[key] = found
-        return found[0]
+    @classmethod
+    def _first_overflow(cls, gf, idx, step, rank, side) -> Optional[dict]:
+        """findings.first_overflow, once per graph (it reads the rows of critical nodes until one qualifies: a
+        graph of many masked_fill(-inf) reads them all)."""
+        return cls._once(gf, "first_overflow", first_overflow, idx, step, rank, side)
+
+    @classmethod
+    def _nonfinite_enters(cls, gf, idx, step, rank, side) -> Optional[str]:
+        """findings.nonfinite_enters, once per graph."""
+        return cls._once(gf, "nonfinite_enters", nonfinite_enters, idx, step, rank, side)
 
     def overflow(self, run, file, step, rank, side="NPU") -> dict:
         gf, idx = self.graph(run, file, step, rank, side)

@@ -18,8 +18,7 @@ import warnings
 
 import torch
 import torch.nn as nn
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from backward_run import collector  # (this script's folder is on sys.path)
 
 
 class Twice(nn.Module):
@@ -75,18 +74,7 @@ def main() -> None:
     x = torch.randn(3, 4)
     debugger = None
     if not plain:
-        os.makedirs(dump_path, exist_ok=True)
-        cfg = os.path.join(dump_path, "config.json")
-        with open(cfg, "w") as f:
-            json.dump({"task": "statistics", "dump_path": dump_path, "rank": [], "step": [], "level": "L0",
-                       "statistics": {"scope": [], "list": [], "data_mode": ["all"],
-                                      "summary_mode": "statistics"}}, f)
-        if tool == "msprobe":
-            from msprobe.pytorch import PrecisionDebugger
-        else:
-            sys.path.insert(0, os.path.join(HERE, "..", ".."))
-            from tbprobe import PrecisionDebugger
-        debugger = PrecisionDebugger(config_path=cfg)
+        debugger = collector(tool, dump_path, "L0")
         debugger.start(model=model)
     loss = model(x)
     loss.backward()

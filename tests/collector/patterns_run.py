@@ -149,13 +149,23 @@ class LastChunk(nn.Module):
         return self.fc(h) @ self.emb.weight.t()
 
 
+def _begin(debugger, model):
+    if debugger is not None:
+        debugger.start(model=model)
+
+
+def _end(debugger):
+    if debugger is not None:
+        debugger.stop()
+        debugger.step()
+
+
 def _loop(debugger, model, opt, batches, loss_fn, micro=1, start_model=None, between=None, inside=None):
     """`micro` forward/backward passes a step, then the optimizer; `inside(model)` runs after the passes within the
     collected window, `between(model)` after step()."""
     losses = []
     for step_batches in batches:
-        if debugger is not None:
-            debugger.start(model=start_model if start_model is not None else model)
+        _begin(debugger, start_model if start_model is not None else model)
         for b in step_batches[:micro]:
             loss = loss_fn(model, b)
             loss.backward()
@@ -164,9 +174,7 @@ def _loop(debugger, model, opt, batches, loss_fn, micro=1, start_model=None, bet
             inside(model)
         opt.step()
         opt.zero_grad()
-        if debugger is not None:
-            debugger.stop()
-            debugger.step()
+        _end(debugger)
         if between is not None:
             between(model)
     return losses
@@ -232,9 +240,9 @@ def build(pattern):
     return model, opt, batches, loss_fn, kw
 
 
-# --- loop variants: training loops whose step is not _loop's (test_loop_variants.py) ---------------------------
-# Each is `fn(debugger, steps) -> (module holding every weight trained, losses)`, seeded, and collects each step
-# between start() and stop()/step() when a debugger is given.
+# --- loop variants (test_loop_variants.py): training loops whose step is not _loop's, or models that are not
+# build()'s. Each is `fn(debugger, steps) -> (module holding every weight trained, losses)`, seeded, and collects
+# each step between start() and stop()/step() when a debugger is given.
 
 class Mlp(nn.Module):
     def __init__(self, d=8, out=2):
@@ -245,17 +253,6 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.fc2(self.act(self.fc1(x)))
-
-
-def _begin(debugger, model):
-    if debugger is not None:
-        debugger.start(model=model)
-
-
-def _end(debugger):
-    if debugger is not None:
-        debugger.stop()
-        debugger.step()
 
 
 def _lbfgs(debugger, steps):
@@ -460,17 +457,12 @@ def _varlen(debugger, steps):
     torch.manual_seed(0)
     model = Branchy()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    for step in range(steps):
-        t = torch.randint(0, 10, (2, 3 + 2 * step))
-        _begin(debugger, model)
-        loss = F.cross_entropy(model(t, step).view(-1, 10), t.view(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.detach().clone())
-        _end(debugger)
-    return model, losses
+    batches = [[(torch.randint(0, 10, (2, 3 + 2 * step)), step)] for step in range(steps)]
+
+    def loss_fn(m, b):
+        t, step = b
+        return F.cross_entropy(m(t, step).view(-1, 10), t.view(-1))
+    return model, _loop(debugger, model, opt, batches, loss_fn)
 
 
 class Unregistered(nn.Module):
@@ -497,17 +489,7 @@ def _unregistered(debugger, steps):
     torch.manual_seed(0)
     model = Unregistered()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    losses = []
-    for _ in range(steps):
-        x = torch.randn(4, 8)
-        _begin(debugger, model)
-        loss = model(x).square().mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.detach().clone())
-        _end(debugger)
-    return model, losses
+    return model, _loop(debugger, model, opt, [[torch.randn(4, 8)] for _ in range(steps)], _mse)
 
 
 class SparseNet(nn.Module):

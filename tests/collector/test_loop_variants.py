@@ -8,15 +8,13 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
-from conftest import PEER_PYTHON, need_peers, rank_dirs
+from conftest import need_peers, rank_dirs
 from patterns_run import LOOPS, config, train
-from test_training_patterns import _same_training, _steps
+from test_training_patterns import _same_training, _steps, peer_dumps
 
 from tbprobe import PrecisionDebugger
 
@@ -267,15 +265,5 @@ def test_record_names_equal_msprobes(tmp_path, pattern, level):
     (its parents differ only as docs/compatibility.md says). msprobe cannot run the func and sparse variants (it
     raises on a GradTrackingTensor's and a sparse gradient's data pointer), and records no VF.lstm."""
     need_peers()
-    dumps = {}
-    for tool, python in (("msprobe", PEER_PYTHON), ("tbprobe", sys.executable)):
-        out = str(tmp_path / tool)
-        subprocess.run([python, os.path.join(HERE, "patterns_run.py"), tool, pattern, level, out], check=True,
-                       capture_output=True, timeout=300)
-        (rank_dir,) = rank_dirs(out, 1)
-        with open(os.path.join(rank_dir, "dump.json")) as f:
-            names = list(json.load(f)["data"])
-        with open(os.path.join(rank_dir, "construct.json")) as f:
-            nodes = set(json.load(f))
-        dumps[tool] = names, nodes
+    dumps = peer_dumps(tmp_path, pattern, level)
     assert dumps["tbprobe"] == dumps["msprobe"]

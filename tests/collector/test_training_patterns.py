@@ -373,13 +373,9 @@ def test_start_without_model_at_l0_is_a_clear_error_and_training_goes_on(tmp_pat
 
 # --- against the reference -------------------------------------------------------------------------------------
 
-@pytest.mark.peers
-@pytest.mark.parametrize("pattern, level", [("checkpoint-reentrant", "mix"), ("calls", "L1"),
-                                            ("autocast", "L0"), ("accumulate", "mix")])
-def test_record_names_equal_msprobes(tmp_path, pattern, level):
-    """msprobe's dump of the same loop has the same records, in the same order. (Where tbprobe records more by
-    design, docs/compatibility.md says so: non-reentrant checkpointing at L1, a dataclass output's backward.)"""
-    need_peers()
+def peer_dumps(tmp_path, pattern, level) -> dict:
+    """{tool: (record names in order, construct.json's node set)} of step 1 of patterns_run.py's `pattern` run at
+    `level` by msprobe (the peers' python) and by tbprobe, each in a process of its own."""
     dumps = {}
     for tool, python in (("msprobe", PEER_PYTHON), ("tbprobe", sys.executable)):
         out = str(tmp_path / tool)
@@ -387,5 +383,19 @@ def test_record_names_equal_msprobes(tmp_path, pattern, level):
                        capture_output=True, timeout=300)
         (rank_dir,) = rank_dirs(out, 1)
         with open(os.path.join(rank_dir, "dump.json")) as f:
-            dumps[tool] = list(json.load(f)["data"])
-    assert dumps["tbprobe"] == dumps["msprobe"]
+            names = list(json.load(f)["data"])
+        with open(os.path.join(rank_dir, "construct.json")) as f:
+            nodes = set(json.load(f))
+        dumps[tool] = names, nodes
+    return dumps
+
+
+@pytest.mark.peers
+@pytest.mark.parametrize("pattern, level", [("checkpoint-reentrant", "mix"), ("calls", "L1"),
+                                            ("autocast", "L0"), ("accumulate", "mix")])
+def test_record_names_equal_msprobes(tmp_path, pattern, level):
+    """msprobe's dump of the same loop has the same records, in the same order. (Where tbprobe records more by
+    design, docs/compatibility.md says so: non-reentrant checkpointing at L1, a dataclass output's backward.)"""
+    need_peers()
+    dumps = peer_dumps(tmp_path, pattern, level)
+    assert dumps["tbprobe"][0] == dumps["msprobe"][0]

@@ -138,20 +138,20 @@ def output_pattern(name: str, entry: Optional[dict]) -> dict:
     patterns are equal overflow identically."""
     if not entry:
         return {}
-    _ins, outs = flatten_entry(name, entry)
-    cut = len(name) + 1
-    return {key[cut:]: (_tensor_kinds(item), item.get("nan_count"), item.get("inf_count"))
-            for key, item in outs if is_tensor_item(item)}
+    return _pattern(name, flatten_entry(name, entry)[1])
 
 
 def input_pattern(name: str, entry: Optional[dict]) -> dict:
     """output_pattern for the tensor inputs (a module's parameters aside, as overflow_level reads them)."""
     if not entry:
         return {}
-    ins, _outs = flatten_entry(name, entry)
+    return _pattern(name, [(key, item) for key, item in flatten_entry(name, entry)[0] if ".parameters." not in key])
+
+
+def _pattern(name: str, items) -> dict:
     cut = len(name) + 1
     return {key[cut:]: (_tensor_kinds(item), item.get("nan_count"), item.get("inf_count"))
-            for key, item in ins if is_tensor_item(item) and ".parameters." not in key}
+            for key, item in items if is_tensor_item(item)}
 
 
 def non_finite_io(name: str, entry: Optional[dict]):

@@ -81,14 +81,11 @@ def first_overflow(graph_file, idx: GraphIndex, step: int, rank: int, side: str)
     only up to the first that qualifies."""
     critical = np.flatnonzero(idx.overflow == OVERFLOW_LEVELS.index(rollup.FINITE_IN_BAD_OUT))
     critical = critical[np.argsort(idx.exec_order[critical], kind="stable")].tolist()
-    other = "Bench" if side == "NPU" else "NPU"
-    has_other = other in graph_file.meta()["sides"]
+    other = _other_side(graph_file, side)
     for i in critical:
         name = idx.names[i]
-        entry, link = _stored_entry(graph_file, step, rank, side, name)
-        node = Node(name, str(int(idx.types[i])), entry=entry, exec_order=int(idx.exec_order[i]))
+        node = _stand_in_node(graph_file, idx, i, step, rank, side, other)
         node.overflow = rollup.FINITE_IN_BAD_OUT
-        node.match = _stand_in(graph_file, step, rank, other, link) if has_other else None
         graph = Graph(side, step, rank)
         graph.nodes[name] = node
         if rollup.first_overflow(graph) is node:
@@ -105,19 +102,26 @@ def nonfinite_enters(graph_file, idx: GraphIndex, step: int, rank: int, side: st
     cast to float16 in the backward, a call no dump records) had no node named at all."""
     found = np.flatnonzero((idx.overflow > 0) & (idx.types != NODE_API_COLLECTION_TYPE))
     found = found[np.argsort(idx.exec_order[found], kind="stable")].tolist()
-    other = "Bench" if side == "NPU" else "NPU"
-    has_other = other in graph_file.meta()["sides"]
-
-    def stand_ins():
-        for i in found:
-            name = idx.names[i]
-            entry, link = _stored_entry(graph_file, step, rank, side, name)
-            node = Node(name, str(int(idx.types[i])), entry=entry, exec_order=int(idx.exec_order[i]))
-            node.match = _stand_in(graph_file, step, rank, other, link) if has_other else None
-            yield node
-
-    node = rollup.nonfinite_enters(stand_ins())
+    other = _other_side(graph_file, side)
+    node = rollup.nonfinite_enters(_stand_in_node(graph_file, idx, i, step, rank, side, other) for i in found)
     return node.name if node is not None else None
+
+
+def _other_side(graph_file, side: str) -> Optional[str]:
+    """The file's other side ("Bench" for "NPU" and back), None in a build (one side)."""
+    other = "Bench" if side == "NPU" else "NPU"
+    return other if other in graph_file.meta()["sides"] else None
+
+
+def _stand_in_node(graph_file, idx: GraphIndex, i: int, step: int, rank: int, side: str,
+                   other: Optional[str]) -> Node:
+    """A graph builder Node for row i of the index, its entry rebuilt from the stored row and, when `other` (the
+    other side) is in the file, its stored counterpart as its match: what the builder's rules read."""
+    name = idx.names[i]
+    entry, link = _stored_entry(graph_file, step, rank, side, name)
+    node = Node(name, str(int(idx.types[i])), entry=entry, exec_order=int(idx.exec_order[i]))
+    node.match = _stand_in(graph_file, step, rank, other, link) if other is not None else None
+    return node
 
 
 def _stand_in(graph_file, step: int, rank: int, side: str, link) -> Optional[Node]:

@@ -14,25 +14,8 @@ import warnings
 
 import torch
 import torch.nn as nn
+from runner_config import collector  # (this script's folder is on sys.path)
 from torch.utils.checkpoint import checkpoint
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def collector(tool: str, dump_path: str, level: str):
-    """`tool`'s PrecisionDebugger ("msprobe" or "tbprobe"), statistics of every call at `level` into dump_path
-    (its config.json written there)."""
-    os.makedirs(dump_path, exist_ok=True)
-    cfg = os.path.join(dump_path, "config.json")
-    with open(cfg, "w") as f:
-        json.dump({"task": "statistics", "dump_path": dump_path, "rank": [], "step": [], "level": level,
-                   "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}, f)
-    if tool == "msprobe":
-        from msprobe.pytorch import PrecisionDebugger
-    else:
-        sys.path.insert(0, os.path.join(HERE, "..", ".."))
-        from tbprobe import PrecisionDebugger
-    return PrecisionDebugger(config_path=cfg)
 
 
 class Scale(torch.autograd.Function):
@@ -78,7 +61,7 @@ def main() -> None:
     x = torch.randn(4, 8, requires_grad=reentrant)
     debugger = None
     if not plain:
-        debugger = collector(tool, dump_path, level)
+        debugger = collector(tool, os.path.join(dump_path, "config.json"), dump_path, level)
         debugger.start(model=model)
     loss = model(x).sum()
     if level == "L1":

@@ -13,9 +13,8 @@ import warnings
 
 import torch
 import torch.nn as nn
+from runner_config import collector  # (this script's folder is on sys.path)
 from torch.utils.checkpoint import checkpoint
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Block(nn.Module):
@@ -46,17 +45,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     torch.manual_seed(0)
     model = Net()
-    os.makedirs(dump_path, exist_ok=True)
-    cfg = os.path.join(dump_path, "config.json")
-    with open(cfg, "w") as f:
-        json.dump({"task": "statistics", "dump_path": dump_path, "rank": [], "step": [], "level": "L0",
-                   "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}, f)
-    if tool == "msprobe":
-        from msprobe.pytorch import PrecisionDebugger
-    else:
-        sys.path.insert(0, os.path.join(HERE, "..", ".."))
-        from tbprobe import PrecisionDebugger
-    debugger = PrecisionDebugger(config_path=cfg)
+    debugger = collector(tool, os.path.join(dump_path, "config.json"), dump_path, "L0")
     debugger.start(model=model)
     model(torch.randn(4, 8)).sum().backward()
     debugger.stop()

@@ -11,29 +11,27 @@ import gc
 import json
 import os
 import sys
+from typing import Iterable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)        # (started by runpy.run_path from `python -c`: this folder is not on sys.path)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn as nn  # noqa: E402
+from runner_config import collector, load_tool  # noqa: E402
 
-from tbprobe import PrecisionDebugger  # noqa: E402
-
+PrecisionDebugger = load_tool("tbprobe").PrecisionDebugger
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
 
 
-def _debugger(out: str, scenario: str, **cfg) -> PrecisionDebugger:
+def _debugger(out: str, scenario: str, level: str = "L1", step: Iterable[int] = (0,), **cfg) -> PrecisionDebugger:
+    """tbprobe's debugger dumping into OUT/<scenario>/dump: `level`, `step`, and `cfg`'s keys (rank ...); no
+    statistics block (the collector's defaults)."""
     folder = os.path.join(out, scenario)
-    os.makedirs(folder, exist_ok=True)
-    config = {"task": "statistics", "dump_path": os.path.join(folder, "dump"), "rank": [], "step": [0], "level": "L1"}
-    config.update(cfg)
-    path = os.path.join(folder, f"config{RANK}.json")
-    with open(path, "w") as f:
-        json.dump(config, f)
-    return PrecisionDebugger(config_path=path)
+    return collector("tbprobe", os.path.join(folder, f"config{RANK}.json"), os.path.join(folder, "dump"), level,
+                     step=step, block=None, **cfg)
 
 
 def _result(out: str, scenario: str, result: dict) -> None:

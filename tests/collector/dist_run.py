@@ -11,8 +11,7 @@ import sys
 import warnings
 
 import torch.multiprocessing as mp
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from runner_config import collector  # (this script's folder is on sys.path)
 
 
 def _free_port() -> int:
@@ -31,16 +30,7 @@ def _worker(rank: int, tool: str, level: str, dump: str, port: int) -> None:
 
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
-    cfg = os.path.join(dump, f"config{rank}.json")
-    with open(cfg, "w") as f:
-        json.dump({"task": "statistics", "dump_path": dump, "rank": [], "step": [0], "level": level,
-                   "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}, f)
-    if tool == "msprobe":
-        from msprobe.pytorch import PrecisionDebugger
-    else:
-        sys.path.insert(0, os.path.join(HERE, "..", ".."))
-        from tbprobe import PrecisionDebugger
-    debugger = PrecisionDebugger(config_path=cfg)
+    debugger = collector(tool, os.path.join(dump, f"config{rank}.json"), dump, level, step=[0])
     dist.init_process_group("gloo", rank=rank, world_size=2)
     torch.manual_seed(0)
     model = DDP(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4)))

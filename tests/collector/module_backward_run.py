@@ -18,7 +18,7 @@ import warnings
 
 import torch
 import torch.nn as nn
-from backward_run import collector  # (this script's folder is on sys.path)
+from runner_config import collector  # (this script's folder is on sys.path)
 
 
 class Twice(nn.Module):
@@ -74,7 +74,7 @@ def main() -> None:
     x = torch.randn(3, 4)
     debugger = None
     if not plain:
-        debugger = collector(tool, dump_path, "L0")
+        debugger = collector(tool, os.path.join(dump_path, "config.json"), dump_path, "L0")
         debugger.start(model=model)
     loss = model(x)
     loss.backward()

@@ -339,9 +339,10 @@ def _complete(work: Any) -> bool:
 
 def _works(result: Any) -> List[Any]:
     """The work handles an asynchronous call returned (one, or batch_isend_irecv's list); [] for a call that
-    completed."""
+    completed. A list is copied: it is the caller's, who may empty it (send_object_list's `.pop().wait()`), and a
+    call pending with no handle left counted as complete at every check after it, recorded anew each time."""
     if result is None:
         return []
     if isinstance(result, list):
-        return result if result and all(hasattr(w, "is_completed") for w in result) else []
+        return list(result) if result and all(hasattr(w, "is_completed") for w in result) else []
     return [result] if hasattr(result, "is_completed") and hasattr(result, "wait") else []

@@ -1,0 +1,356 @@
+"""Pipeline parallelism on two gloo ranks (pipeline_run.py): a model split into two stages, 1F1B over three
+micro-batches by isend/irecv, send/recv and batch_isend_irecv, three optimizer steps; run with no tool, under
+tbprobe and under msprobe (the peers' python) at mix. The collected run trains bitwise as the plain one; each rank's
+dump holds its own stage's modules; the point-to-point records are msprobe's names and hold the tensors the other
+rank sent; `tbprobe graph` builds each rank and matches every node of tbprobe's rank dump to msprobe's. The same
+stages under torch.distributed.pipelining's Schedule1F1B, and a batch_isend_irecv whose handle list the caller
+empties (torch's send_object_list, which pipelining uses)."""
+import glob
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import PEER_PYTHON, free_port, need_peers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUN = os.path.join(HERE, "pipeline_run.py")
+STEPS, RANKS = range(3), (0, 1)
+P2P = ("Distributed.isend.", "Distributed.irecv.", "Distributed.send.", "Distributed.recv.",
+       "Distributed.batch_isend_irecv.")
+
+pytestmark = pytest.mark.slow
+
+
+def _runs(tmp_path_factory, schedule: str) -> dict:
+    """{tool: OUT} of the plain, tbprobe and (peers installed) msprobe runs of `schedule`, one after the other, each
+    rank a process of its own."""
+    tools = {"plain": sys.executable, "tbprobe": sys.executable}
+    if os.path.exists(PEER_PYTHON):
+        tools["msprobe"] = PEER_PYTHON
+    outs = {}
+    for tool, python in tools.items():
+        out = outs[tool] = str(tmp_path_factory.mktemp(f"{schedule}_{tool}"))
+        port = free_port()
+        procs = [subprocess.Popen([python, RUN, tool, "mix", out, schedule], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, RANK=str(rank), MASTER_PORT=str(port)))
+                 for rank in RANKS]
+        errs = []
+        for proc in procs:
+            _, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0, (tool, err[-3000:])
+            errs.append(err)
+        with open(os.path.join(out, "stderr.txt"), "w") as f:
+            f.write("".join(errs))
+    return outs
+
+
+@pytest.fixture(scope="module")
+def hand_runs(tmp_path_factory):
+    return _runs(tmp_path_factory, "hand")
+
+
+@pytest.fixture(scope="module")
+def plain(hand_runs):
+    return hand_runs["plain"]
+
+
+@pytest.fixture(scope="module")
+def ours(hand_runs):
+    return hand_runs["tbprobe"]
+
+
+@pytest.fixture(scope="module")
+def theirs(hand_runs):
+    need_peers()
+    return hand_runs["msprobe"]
+
+
+@pytest.fixture(scope="module")
+def torch_runs(tmp_path_factory):
+    """torch.distributed.pipelining's Schedule1F1B: {tool: OUT}."""
+    return _runs(tmp_path_factory, "torch")
+
+
+@pytest.fixture(scope="module")
+def torch_theirs(torch_runs):
+    need_peers()
+    return torch_runs["msprobe"]
+
+
+def _result(out: str, rank: int) -> dict:
+    with open(os.path.join(out, f"rank{rank}.json")) as f:
+        return json.load(f)
+
+
+def _rank_dir(out: str, step: int, rank: int) -> str:
+    return os.path.join(out, "dump", f"step{step}", f"rank{rank}")
+
+
+def _load(out: str, step: int, rank: int, name: str) -> dict:
+    with open(os.path.join(_rank_dir(out, step, rank), f"{name}.json")) as f:
+        doc = json.load(f)
+    return doc["data"] if name == "dump" else doc
+
+
+def _module_path(name: str) -> str:
+    """'layers.2.fc1' of 'Module.layers.2.fc1.Linear.forward.0' and of 'Module.layers.2.fc1.Linear.parameters_grad[.N]'."""
+    parts = name.split(".")[1:]
+    if parts[-1].isdigit() and parts[-2] == "parameters_grad":
+        parts = parts[:-1]
+    return ".".join(parts[:-2] if parts[-1] == "parameters_grad" else parts[:-3])
+
+
+def _same_training(ours: str, plain: str) -> None:
+    """The collected run's losses, sent tensors and final weights are the plain run's, bit for bit, with no hook
+    error nor a call left unrecorded."""
+    with open(os.path.join(ours, "stderr.txt")) as f:
+        assert "not complete" not in f.read()
+    for rank in RANKS:
+        got, want = _result(ours, rank), _result(plain, rank)
+        assert got["errors"] == 0
+        assert got["losses"] == want["losses"] and len(want["losses"]) == (9 if rank == 1 else 0)
+        assert got["sent"] == want["sent"]
+        weights, plain_weights = (torch.load(os.path.join(o, f"weights{rank}.pt")) for o in (ours, plain))
+        assert list(weights) == list(plain_weights) and len(weights) >= 13
+        for key, value in plain_weights.items():
+            assert torch.equal(weights[key], value), (rank, key)
+
+
+def _own_stage_only(out: str) -> None:
+    """The modules in each rank's dump.json and construct.json are those whose parameters the rank's stage holds
+    (its weights file says which), every one of them, and none of the other stage's; each rank in its folder."""
+    params = {rank: list(torch.load(os.path.join(out, f"weights{rank}.pt"))) for rank in RANKS}
+    owners = {rank: {k.rsplit(".", 1)[0] for k in keys} for rank, keys in params.items()}
+    assert owners[0] & owners[1] == set()
+    for step in STEPS:
+        assert sorted(os.listdir(os.path.join(out, "dump", f"step{step}"))) == ["rank0", "rank1"]
+        for rank in RANKS:
+            for doc in ("dump", "construct"):
+                paths = {_module_path(n) for n in _load(out, step, rank, doc) if n.startswith("Module.")}
+                # (a Block holds no parameter of its own: it is the prefix of its layers')
+                assert all(any(k.startswith(p + ".") for k in params[rank]) for p in paths), (step, rank, doc)
+                assert owners[rank] <= paths, (step, rank, doc)
+                assert not paths & owners[1 - rank]
+
+
+def test_collected_pipeline_trains_bitwise_as_the_plain_run(plain, ours):
+    _same_training(ours, plain)
+
+
+def test_each_rank_dumps_its_own_stage_in_its_own_folder(ours):
+    _own_stage_only(ours)
+
+
+def _received(record: dict, name: str) -> list:
+    """The tensors a P2P record says were received, in call order: recv's and irecv's output, a batch's irecv."""
+    if name.startswith(("Distributed.recv.", "Distributed.irecv.")):
+        return [record["output"][0]]
+    if name.startswith("Distributed.batch_isend_irecv."):
+        return [op["tensor"] for op in record["output"][0] if op["op"] == "irecv"]
+    return []
+
+
+def _sent(record: dict, name: str) -> list:
+    if name.startswith(("Distributed.send.", "Distributed.isend.")):
+        return [record["input_args"][0]]
+    if name.startswith("Distributed.batch_isend_irecv."):
+        return [op["tensor"] for op in record["input_args"][0] if op["op"] == "isend"]
+    return []
+
+
+def _summary(item: dict) -> dict:
+    return {"shape": item["shape"], "Max": item["Max"], "Min": item["Min"]}
+
+
+def test_p2p_records_hold_what_the_other_rank_sent(ours):
+    """The receives, asynchronous ones recorded after their wait(), hold the values the other rank sent (its
+    tensors' statistics, read there); the sends the values this rank sent; a receive's destination buffer before
+    the call is null."""
+    want = {0: ["Distributed.isend.0.forward", "Distributed.batch_isend_irecv.0.forward",
+                "Distributed.batch_isend_irecv.1.forward", "Distributed.recv.0.forward"],
+            1: ["Distributed.irecv.0.forward", "Distributed.batch_isend_irecv.0.forward",
+                "Distributed.batch_isend_irecv.1.forward", "Distributed.send.0.forward"]}
+    for step in STEPS:
+        for rank in RANKS:
+            data = _load(ours, step, rank, "dump")
+            names = [n for n in data if n.startswith("Distributed.")]
+            assert names == want[rank], (step, rank)
+            received = [_summary(t) for n in names for t in _received(data[n], n)]
+            sent = [_summary(t) for n in names for t in _sent(data[n], n)]
+            assert received == _result(ours, 1 - rank)["sent"][step], (step, rank)
+            assert sent == _result(ours, rank)["sent"][step], (step, rank)
+            for n in names:
+                if n.startswith(("Distributed.recv.", "Distributed.irecv.")):
+                    assert data[n]["input_args"][0] is None, n
+                if n.startswith("Distributed.batch_isend_irecv."):
+                    assert [op["tensor"] for op in data[n]["input_args"][0] if op["op"] == "irecv"] == [None]
+
+
+def test_dump_names_and_nodes_are_msprobes(ours, theirs):
+    """msprobe's dump of the same run has the same records in the same order and the same construct.json nodes.
+    Parents differ where docs/compatibility.md says ("Parents of backward nodes"): msprobe leaves the embedding's
+    backward call at the top level (the Embedding's backward hook has fired already, its input needing no
+    gradient); tbprobe hangs it under the Embedding's backward."""
+    for step in STEPS:
+        for rank in RANKS:
+            assert list(_load(ours, step, rank, "dump")) == list(_load(theirs, step, rank, "dump")), (step, rank)
+            mine, ref = _load(ours, step, rank, "construct"), _load(theirs, step, rank, "construct")
+            assert set(mine) == set(ref)
+            apart = {n for n in mine if mine[n] != ref[n]}
+            assert apart == ({f"Functional.embedding.{i}.backward" for i in range(3)} if rank == 0 else set())
+            for n in apart:
+                forward_parent = mine[n.replace(".backward", ".forward")]
+                assert ref[n] is None and mine[n] == forward_parent.replace(".forward.", ".backward.")
+
+
+def _nodes(folder) -> dict:
+    """{node name: (precision_index, matched_node_link)} of the debug side of the one .vis.db in `folder`."""
+    (db,) = glob.glob(os.path.join(folder, "*.vis.db"))
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT node_name, precision_index, matched_node_link FROM tb_nodes "
+                           "WHERE data_source = 'NPU'").fetchall()
+    finally:
+        con.close()
+    return {name: (index, json.loads(link)) for name, index, link in rows}
+
+
+def _receive_view(out: str, rank: int, name: str) -> tuple:
+    """What step 0's record `name` on `rank` says of its receives: the received tensors, and a batch's irecv
+    buffers before the call."""
+    record = _load(out, 0, rank, "dump")[name]
+    before = [op["tensor"] and _summary(op["tensor"]) for op in record["input_args"][0] if op["op"] == "irecv"] \
+        if name.startswith("Distributed.batch_isend_irecv.") else []
+    return [_summary(t) for t in _received(record, name)], before
+
+
+def test_tbprobe_graph_builds_each_rank_and_matches_every_node_to_msprobes(ours, theirs, tmp_path):
+    """Every node of tbprobe's rank dump matched in msprobe's. The nodes the compare grades apart are receives
+    whose msprobe record is not what the other rank sent (msprobe's batch irecv tensors are read from the buffer
+    before the receive: on rank 0 the output too; its irecv's record is overwritten by the irecvs that
+    batch_isend_irecv makes through its wrapped dist.irecv), where tbprobe's is."""
+    from tbprobe.cli import main
+
+    for rank in RANKS:
+        ours_dir, theirs_dir = _rank_dir(ours, 0, rank), _rank_dir(theirs, 0, rank)
+        built = tmp_path / f"build{rank}"
+        assert main(["graph", "-tp", ours_dir, "-o", str(built), "-q"]) == 0
+        names = set(_nodes(built))
+        assert set(_load(ours, 0, rank, "dump")) <= names
+        compared = tmp_path / f"compare{rank}"
+        assert main(["graph", "-tp", ours_dir, "-gp", theirs_dir, "-o", str(compared), "-q"]) == 0
+        nodes = _nodes(compared)
+        assert set(nodes) == names
+        assert [n for n, (_, link) in nodes.items() if not link or link[-1] != n] == []
+        apart = [n for n, (index, _) in nodes.items() if index]
+        assert apart and all(n.startswith(P2P) for n in apart), apart
+        sent = _result(ours, 1 - rank)["sent"][0]
+        for n in apart:
+            got, before = _receive_view(ours, rank, n)
+            assert got and all(t in sent for t in got) and not any(before), n
+            assert _receive_view(theirs, rank, n) != (got, before), n
+
+
+def _p2p_tensors(out: str, step: int, rank: int, which) -> list:
+    """The (shape, Max, Min) of the tensors `which` (_sent or _received) finds in the rank's P2P records, sorted."""
+    data = _load(out, step, rank, "dump")
+    return sorted((tuple(t["shape"]), t["Max"], t["Min"]) for n in data if n.startswith(P2P)
+                  for t in which(data[n], n))
+
+
+def test_torch_pipelining_1f1b_trains_bitwise_and_each_rank_records_its_stage(torch_runs):
+    """torch.distributed.pipelining (PipelineStage, Schedule1F1B) on the same stages: bitwise the plain run, each
+    rank's own modules, and every tensor a rank received (its sends waited by the schedule at the end of the
+    step, its metadata exchanged through send_object_list in the first) holds what the other rank sent."""
+    ours, plain = torch_runs["tbprobe"], torch_runs["plain"]
+    _same_training(ours, plain)
+    _own_stage_only(ours)
+    for step in STEPS:
+        for rank in RANKS:
+            names = [n for n in _load(ours, step, rank, "dump") if n.startswith("Distributed.")]
+            assert {"Distributed.isend.0.forward", "Distributed.irecv.0.forward"} <= set(names), (step, rank)
+            received = _p2p_tensors(ours, step, rank, _received)
+            assert received and received == _p2p_tensors(ours, step, 1 - rank, _sent), (step, rank)
+
+
+def test_torch_pipelining_records_are_msprobes(torch_runs, torch_theirs):
+    """The same records as msprobe's, in its order, but for the isend and irecv calls the schedule waits for late
+    (its sends at the end of the step): tbprobe lists a call where it completed, msprobe where it was called."""
+    ours = torch_runs["tbprobe"]
+    for step in STEPS:
+        for rank in RANKS:
+            mine, ref = list(_load(ours, step, rank, "dump")), list(_load(torch_theirs, step, rank, "dump"))
+            assert sorted(mine) == sorted(ref), (step, rank)
+            calls = {n for n in mine if n.startswith("Distributed.")}
+            assert [n for n in mine if n not in calls] == [n for n in ref if n not in calls]
+            # (where a call is: after how many of the other records)
+            assert all(_after(mine, n, calls) >= _after(ref, n, calls) for n in calls), (step, rank)
+            moved = [n for n in calls if _after(mine, n, calls) > _after(ref, n, calls)]
+            assert all(n.startswith(("Distributed.isend.", "Distributed.irecv.")) for n in moved), moved
+
+
+def _after(names: list, name: str, calls: set) -> int:
+    return sum(1 for n in names[:names.index(name)] if n not in calls)
+
+
+def _popped_worker(rank: int, dump: str, port: int) -> None:
+    """torch's send_object_list and recv_object_list (pipelining's metadata exchange) take their one handle out of
+    batch_isend_irecv's list and wait on it: `batch_isend_irecv([op]).pop().wait()`."""
+    import logging
+
+    import torch.distributed as dist
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    said = []
+    handler = logging.Handler()
+    handler.emit = lambda r: said.append(r.getMessage())
+    logging.getLogger("tbprobe.collector").addHandler(handler)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dbg = PrecisionDebugger(dump_path=dump, level="L1", step=[0])
+    dbg.start()
+    buf = torch.zeros(2)
+    if rank == 0:
+        dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((2,), 5.0), 1)]).pop().wait()
+    else:
+        dist.batch_isend_irecv([dist.P2POp(dist.irecv, buf, 0)]).pop().wait()
+    buf.add_(1)                                       # the buffer changed after the receive ...
+    torch.mul(buf, 1)                                 # ... and a call after it
+    dist.all_reduce(torch.ones(1))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(dump, f"said{rank}.json"), "w") as f:
+        json.dump({"said": said, "errors": dbg.hook_errors,
+                   "wait_restored": getattr(dist.Work.wait, "__wrapped__", None) is None}, f)
+    dist.destroy_process_group()
+
+
+def test_a_batch_whose_handle_list_the_caller_empties_is_recorded_once_with_what_was_received(tmp_path):
+    """tbprobe kept batch_isend_irecv's own list of handles, which send_object_list empties with pop(): the record
+    was made at wait() but stayed pending with no handle left, made again at every call after it (with the
+    buffer's later values) and said 'not complete when its step ended: not recorded' at the step's end."""
+    import torch.multiprocessing as mp
+
+    dump = str(tmp_path / "dump")
+    os.makedirs(dump)
+    mp.spawn(_popped_worker, args=(dump, free_port()), nprocs=2, join=True)
+    for rank in RANKS:
+        with open(os.path.join(dump, f"said{rank}.json")) as f:
+            res = json.load(f)
+        assert res["errors"] == 0 and res["wait_restored"]
+        assert not [m for m in res["said"] if "not complete" in m], res["said"]
+        with open(os.path.join(dump, "step0", f"rank{rank}", "dump.json")) as f:
+            data = json.load(f)["data"]
+        assert [n for n in data if n.startswith("Distributed.")] == ["Distributed.batch_isend_irecv.0.forward",
+                                                                     "Distributed.all_reduce.0.forward"]
+        (op,) = data["Distributed.batch_isend_irecv.0.forward"]["output"][0]
+        assert op["op"] == ("isend" if rank == 0 else "irecv") and op["tensor"]["Max"] == 5.0
+        assert data["Torch.mul.0.forward"]["input_args"][0]["Max"] == (1.0 if rank == 0 else 6.0)

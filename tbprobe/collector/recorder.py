@@ -50,11 +50,12 @@ class Spilled:
 
 
 class StepRecord:
-    """The records of one step on one rank, in completion order."""
+    """The records of one step on one rank, in completion order, but for an asynchronous collective: listed where
+    it was called, as the reference lists it (reserve()), its record made once it completed."""
 
     def __init__(self, step: int) -> None:
         self.step = step
-        self.entries: Dict[str, dict] = {}
+        self.entries: Dict[str, Optional[dict]] = {}   # (None: a place reserve() holds)
         self.construct: Dict[str, Optional[str]] = {}
         self.stack_of: Dict[str, int] = {}            # name -> interned stack id
         self.dataflow: Dict[str, Dict[str, str]] = {}  # consumer -> {input slot: producer}
@@ -78,6 +79,20 @@ class StepRecord:
         # writer is done does not bring on full collections (see _cstats_untrack.h)
         untrack_tree(entry)
         self.entries[name] = entry
+
+    def reserve(self, name: str, parent: Optional[str], entry: bool) -> None:
+        """Hold the place of `name`, called now and recorded later (add_entry keeps it), in construct.json and,
+        with `entry`, in dump.json."""
+        self.add_construct(name, parent)
+        if entry:
+            self.entries[name] = None
+
+    def unreserve(self, name: str, construct: bool) -> None:
+        """Give up the place reserve() held for `name`: its entry's, if none came, and with `construct` its node."""
+        if name in self.entries and self.entries[name] is None:
+            del self.entries[name]
+        if construct:
+            self.construct.pop(name, None)
 
     def add_construct(self, name: str, parent: Optional[str]) -> None:
         if name not in self.construct:

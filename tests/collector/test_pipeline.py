@@ -4,7 +4,7 @@ tbprobe and under msprobe (the peers' python) at mix. The collected run trains b
 dump holds its own stage's modules; the point-to-point records are msprobe's names and hold the tensors the other
 rank sent; `tbprobe graph` builds each rank and matches every node of tbprobe's rank dump to msprobe's. The same
 stages under torch.distributed.pipelining's Schedule1F1B, and a batch_isend_irecv whose handle list the caller
-empties (torch's send_object_list, which pipelining uses)."""
+empties (torch's send_object_list, which pipelining uses), and an isend or irecv waited late."""
 import glob
 import json
 import os
@@ -279,8 +279,9 @@ def test_torch_pipelining_1f1b_trains_bitwise_and_each_rank_records_its_stage(to
 
 
 def test_torch_pipelining_records_are_msprobes(torch_runs, torch_theirs):
-    """The same records as msprobe's, in its order, but for the isend and irecv calls the schedule waits for late
-    (its sends at the end of the step): tbprobe lists a call where it completed, msprobe where it was called."""
+    """The same records as msprobe's, in its order, but for an isend or irecv after a batch_isend_irecv in steps 1
+    and 2: msprobe lists it earlier, where the batch's own isend or irecv (made through msprobe's wrapped dist.irecv,
+    counted under the same name) put its key; tbprobe where it was called (both tools' stacks say where)."""
     ours = torch_runs["tbprobe"]
     for step in STEPS:
         for rank in RANKS:
@@ -354,3 +355,60 @@ def test_a_batch_whose_handle_list_the_caller_empties_is_recorded_once_with_what
         (op,) = data["Distributed.batch_isend_irecv.0.forward"]["output"][0]
         assert op["op"] == ("isend" if rank == 0 else "irecv") and op["tensor"]["Max"] == 5.0
         assert data["Torch.mul.0.forward"]["input_args"][0]["Max"] == (1.0 if rank == 0 else 6.0)
+
+
+def _late_wait_worker(rank: int, dump: str, port: int) -> None:
+    """Rank 1 posts an irecv, runs a torch call and waits for the receive; rank 0 sends only after that call (the
+    barrier), so the receive completes after it. Rank 0's isend is waited after a call of its own."""
+    import torch.distributed as dist
+
+    from tbprobe import PrecisionDebugger
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dbg = PrecisionDebugger(dump_path=dump, level="mix", step=[0])
+    sent, buf, x = torch.full((2,), 5.0), torch.zeros(2), torch.ones(2)
+    dbg.start(model=torch.nn.Linear(2, 2))        # (mix asks for one; not called: the calls are top-level ones)
+    if rank == 0:
+        dist.barrier()
+        work = dist.isend(sent, 1)
+        torch.mul(x, 2)
+    else:
+        work = dist.irecv(buf, 0)
+        torch.mul(x, 2)
+        dist.barrier()
+    work.wait()
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    with open(os.path.join(dump, f"errors{rank}.json"), "w") as f:
+        json.dump(dbg.hook_errors, f)
+    dist.destroy_process_group()
+
+
+def test_an_isend_or_irecv_waited_late_is_listed_where_it_was_called(tmp_path):
+    """tbprobe listed an asynchronous call where it completed (its record is made then, the receive's output the
+    received tensor), msprobe where it was called: a call between the two came first in tbprobe's dump.json and
+    construct.json, and `Apis_Between_Modules` grouped the top-level calls apart, so the graph compare left
+    nodes of the two tools' dumps unmatched (pipelining's schedules wait for their sends at the step's end). It is
+    listed where it was called now, with what it received."""
+    import torch.multiprocessing as mp
+
+    dump = str(tmp_path / "dump")
+    os.makedirs(dump)
+    mp.spawn(_late_wait_worker, args=(dump, free_port()), nprocs=2, join=True)
+    for rank, call in ((0, "Distributed.isend.0.forward"), (1, "Distributed.irecv.0.forward")):
+        with open(os.path.join(dump, f"errors{rank}.json")) as f:
+            assert json.load(f) == 0
+        folder = os.path.join(dump, "step0", f"rank{rank}")
+        with open(os.path.join(folder, "dump.json")) as f:
+            data = json.load(f)["data"]
+        with open(os.path.join(folder, "construct.json")) as f:
+            construct = json.load(f)
+        assert list(data) == [call, "Torch.mul.0.forward"]
+        assert list(construct) == [call, "Torch.mul.0.forward"]
+        if rank == 1:
+            assert data[call]["input_args"][0] is None and data[call]["output"][0]["Max"] == 5.0
+        else:
+            assert data[call]["input_args"][0]["Max"] == 5.0

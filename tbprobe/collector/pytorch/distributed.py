@@ -5,10 +5,13 @@ Inputs are summarised before the call, outputs after it. An asynchronous call (a
 given by keyword or position, isend/irecv, batch_isend_irecv's list) is recorded once it has completed, since only
 then does the output hold the result: when its handle's wait() returns (Work.wait is wrapped while capture is
 on), or, waited any other way (its future, is_completed(), DDP's communication hooks), at the collector's first
-hook or call after it completed (Session.deferred), at stop() or when the step ends. The user gets torch's own
-handle back. One that has not completed when its step ends is not recorded (a warning says so): the collector
-never waits for one itself, which could deadlock. A call that raises (a peer that crashed) keeps an inputs-only
-record, as in the reference.
+hook or call after it completed (Session.deferred), at stop() or when the step ends. It is listed where it was
+called, as the reference lists it: its place in dump.json and construct.json is held from the call
+(StepRecord.reserve). Listed where they completed, the sends that pipelining's schedules wait for at the step's end
+fell into other groups of top-level calls than the reference's, and the graph compare left nodes unmatched. The
+user gets torch's own handle back. One that has not completed when its step ends is not recorded (a warning says
+so): the collector never waits for one itself, which could deadlock. A call that raises (a peer that crashed) keeps
+an inputs-only record, as in the reference.
 """
 import logging
 from typing import Any, Callable, Dict, List, Optional
@@ -138,6 +141,8 @@ class DistributedCapture:
             if self._late == len(late):
                 log.warning("tbprobe: %s was not complete when its step ended (not waited for): not recorded",
                             late[0].name)
+            for p in late:
+                self.session.record.unreserve(p.name, construct=True)
             self._pending.clear()
             self._idle()
 
@@ -278,12 +283,14 @@ class DistributedCapture:
                         s.add_entry(name, {"input_args": args_items, "input_kwargs": kwargs_items,
                                                   "output": outs})
                 except Exception as exc:
+                    s.record.unreserve(name, construct=False)
                     s.guard.report("collective post-call", exc)
                 finally:
                     s.busy -= 1
 
             works = _works(result)
             if works:
+                s.record.reserve(name, parent, keep)
                 self._track(works, finish, name)
             else:
                 finish()

@@ -4,12 +4,17 @@ torch.distributed point to point (isend/irecv waited, send/recv, batch_isend_ire
 an optimizer step on each rank. test_pipeline.py runs it with no tool, under tbprobe and under msprobe. With
 SCHEDULE "torch" the same stages run under torch.distributed.pipelining's PipelineStage and Schedule1F1B instead
 (its own P2P: isend/irecv waited late, send_object_list's batch_isend_irecv for the shapes in the first step).
+With SCHEDULE "interleaved" the model is split into four stages, two model chunks a rank (stage s on rank s % 2:
+rank 0 holds stages 0 and 2, rank 1 stages 1 and 3, Megatron's virtual pipeline), run by pipelining's
+ScheduleInterleaved1F1B over four micro-batches; each rank gives the debugger its list of chunks.
 
 Each rank writes OUT/rank<R>.json: its losses (the last stage's, one per micro-batch), the statistics of every
 tensor it sent (in order, as the other rank received them) and, under tbprobe, hook_errors; and OUT/weights<R>.pt,
-its stage's parameters after the last step. The dump goes to OUT/dump.
+its stage's parameters after the last step (interleaved: its chunks', keyed "<chunk>.<name>" as the dump names
+a chunk's modules). The dump goes to OUT/dump.
 
-usage: pipeline_run.py TOOL LEVEL OUT [SCHEDULE]      TOOL: plain | tbprobe | msprobe; SCHEDULE: hand (default) | torch
+usage: pipeline_run.py TOOL LEVEL OUT [SCHEDULE]
+    TOOL: plain | tbprobe | msprobe; SCHEDULE: hand (default) | torch | interleaved
 Started once, it spawns both ranks; started once per rank with RANK and MASTER_PORT set (as test_pipeline.py does,
 saving the parent's imports), it is that rank.
 """
@@ -27,7 +32,10 @@ STEPS = 3
 MICRO = 3            # micro-batches per step
 VOCAB, HIDDEN, SEQ, BATCH = 16, 8, 4, 2
 LAYERS = 4
-STAGE_LAYERS = ((0, 1), (2, 3))
+SCHEDULES = ("hand", "torch", "interleaved")
+# (interleaved: a multiple of the ranks, at least as many micro-batches as stages)
+MICRO_OF = {"hand": MICRO, "torch": MICRO, "interleaved": 4}
+STAGES_OF = {"hand": 2, "torch": 2, "interleaved": 4}
 
 
 def _free_port() -> int:
@@ -36,10 +44,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stage(rank: int):
-    """This rank's stage of the model. The whole model is built on every rank from the same seed, so the split
-    model's weights are the whole one's; the layers keep their global numbers (layers.2 is on rank 1), as in
-    Megatron, so a module's name tells its stage."""
+def _stages(indices, n_stages: int) -> list:
+    """The stages `indices` of the model split into `n_stages` (stage s: the layers s * LAYERS / n_stages on, the
+    embedding on the first, the final norm and head on the last). The whole model is built on every rank from the
+    same seed, so the split model's weights are the whole one's; the layers keep their global numbers (layers.2 is
+    on rank 1 of two stages), as in Megatron, so a module's name tells its stage."""
     import torch.nn as nn
 
     class Block(nn.Module):
@@ -69,9 +78,14 @@ def _stage(rank: int):
 
     embed, layers = nn.Embedding(VOCAB, HIDDEN), [Block() for _ in range(LAYERS)]
     norm, head = nn.LayerNorm(HIDDEN), nn.Linear(HIDDEN, VOCAB)
-    mine = nn.ModuleDict({str(i): layers[i] for i in STAGE_LAYERS[rank]})
-    parts = {"embed": embed, "layers": mine} if rank == 0 else {"layers": mine, "norm": norm, "head": head}
-    return Stage(parts)
+    stages, per = [], LAYERS // n_stages
+    for s in indices:
+        parts = {"embed": embed} if s == 0 else {}
+        parts["layers"] = nn.ModuleDict({str(i): layers[i] for i in range(s * per, (s + 1) * per)})
+        if s == n_stages - 1:
+            parts.update(norm=norm, head=head)
+        stages.append(Stage(parts))
+    return stages
 
 
 def _stats(t) -> dict:
@@ -124,24 +138,32 @@ def _one_f_one_b(rank: int, stage, tokens, targets, sent: list, losses: list) ->
             dist.send(grad, peer)
 
 
-def _torch_1f1b(rank: int, stage):
-    """torch.distributed.pipelining's 1F1B over the stage, its loss the hand-written schedule's."""
-    import torch
+def _loss_fn(logits, target):
     import torch.nn.functional as F
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
-    def loss_fn(logits, target):
-        return F.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
+    return F.cross_entropy(logits.reshape(-1, VOCAB), target.reshape(-1))
 
-    return Schedule1F1B(PipelineStage(stage, rank, 2, torch.device("cpu")), n_microbatches=MICRO, loss_fn=loss_fn)
+
+def _torch_schedule(rank: int, chunks: list, schedule_kind: str):
+    """torch.distributed.pipelining's schedule over the rank's stages, its loss the hand-written schedule's:
+    Schedule1F1B over one stage a rank, ScheduleInterleaved1F1B over several (chunk i is stage rank + 2 i)."""
+    import torch
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleInterleaved1F1B
+
+    n_stages, micro = STAGES_OF[schedule_kind], MICRO_OF[schedule_kind]
+    stages = [PipelineStage(chunk, rank + 2 * i, n_stages, torch.device("cpu")) for i, chunk in enumerate(chunks)]
+    if schedule_kind == "interleaved":
+        return ScheduleInterleaved1F1B(stages, n_microbatches=micro, loss_fn=_loss_fn)
+    return Schedule1F1B(stages[0], n_microbatches=micro, loss_fn=_loss_fn)
 
 
 def _torch_step(rank: int, schedule, tokens, targets, losses: list) -> None:
+    """The first stage (rank 0) takes the tokens, the last (rank 1, under both schedules) the targets."""
     if rank == 0:
-        schedule.step(tokens.reshape(MICRO * BATCH, SEQ))
+        schedule.step(tokens.reshape(-1, SEQ))
     else:
         got: list = []
-        schedule.step(target=targets.reshape(MICRO * BATCH, SEQ), losses=got)
+        schedule.step(target=targets.reshape(-1, SEQ), losses=got)
         losses.extend(loss.item() for loss in got)
 
 
@@ -160,19 +182,22 @@ def _worker(rank: int, tool: str, level: str, out: str, port: int, schedule_kind
                              step=list(range(STEPS)))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     load_tool("msprobe" if tool == "msprobe" else "tbprobe").seed_all(1234)
-    stage = _stage(rank)
-    opt = torch.optim.AdamW(stage.parameters(), lr=0.01)
-    schedule = _torch_1f1b(rank, stage) if schedule_kind == "torch" else None
+    chunks = _stages(range(rank, STAGES_OF[schedule_kind], 2), STAGES_OF[schedule_kind])
+    # (one stage a rank: the model given alone; several: the list of chunks, as Megatron gives it)
+    model = chunks if len(chunks) > 1 else chunks[0]
+    opt = torch.optim.AdamW([p for chunk in chunks for p in chunk.parameters()], lr=0.01)
+    schedule = _torch_schedule(rank, chunks, schedule_kind) if schedule_kind != "hand" else None
     gen = torch.Generator().manual_seed(7)          # the same data on both ranks: tokens for 0, targets for 1
     losses, sent = [], []
+    micro = MICRO_OF[schedule_kind]
     for _ in range(STEPS):
-        tokens = torch.randint(0, VOCAB, (MICRO, BATCH, SEQ), generator=gen)
-        targets = torch.randint(0, VOCAB, (MICRO, BATCH, SEQ), generator=gen)
+        tokens = torch.randint(0, VOCAB, (micro, BATCH, SEQ), generator=gen)
+        targets = torch.randint(0, VOCAB, (micro, BATCH, SEQ), generator=gen)
         if debugger is not None:
-            debugger.start(model=stage)
+            debugger.start(model=model)
         step_sent = []
         if schedule is None:
-            _one_f_one_b(rank, stage, tokens, targets, step_sent, losses)
+            _one_f_one_b(rank, model, tokens, targets, step_sent, losses)
         else:
             _torch_step(rank, schedule, tokens, targets, losses)
         opt.step()
@@ -188,7 +213,9 @@ def _worker(rank: int, tool: str, level: str, out: str, port: int, schedule_kind
         result["errors"] = debugger.hook_errors
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
-    torch.save({k: v.detach().clone() for k, v in stage.state_dict().items()}, os.path.join(out, f"weights{rank}.pt"))
+    prefixes = [f"{i}." for i in range(len(chunks))] if len(chunks) > 1 else [""]
+    torch.save({p + k: v.detach().clone() for p, chunk in zip(prefixes, chunks) for k, v in chunk.state_dict().items()},
+               os.path.join(out, f"weights{rank}.pt"))
     # (reference cycles holding gloo's work, freed at interpreter shutdown, abort the process now and then: freed
     # here, while the interpreter is whole; see dist_patterns_run.py)
     gc.collect()
@@ -198,7 +225,7 @@ def _worker(rank: int, tool: str, level: str, out: str, port: int, schedule_kind
 def main() -> None:
     tool, level, out = sys.argv[1:4]
     schedule_kind = sys.argv[4] if len(sys.argv) > 4 else "hand"
-    if tool not in ("plain", "tbprobe", "msprobe") or schedule_kind not in ("hand", "torch"):
+    if tool not in ("plain", "tbprobe", "msprobe") or schedule_kind not in SCHEDULES:
         raise SystemExit(__doc__)
     os.makedirs(out, exist_ok=True)
     if "RANK" in os.environ:

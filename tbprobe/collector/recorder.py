@@ -88,11 +88,14 @@ class StepRecord:
             self.entries[name] = None
 
     def unreserve(self, name: str, construct: bool) -> None:
-        """Give up the place reserve() held for `name`: its entry's, if none came, and with `construct` its node."""
+        """Give up the place reserve() held for `name`: its entry's, if none came, and with `construct` its node (and
+        the pseudo node reserve() brought with it, left with no call under it)."""
         if name in self.entries and self.entries[name] is None:
             del self.entries[name]
         if construct:
-            self.construct.pop(name, None)
+            parent = self.construct.pop(name, None)
+            if parent in PSEUDO_PARENTS and parent not in self.construct.values():
+                del self.construct[parent]
 
     def add_construct(self, name: str, parent: Optional[str]) -> None:
         if name not in self.construct:

@@ -70,3 +70,22 @@ def test_real_training_records_are_untracked(tmp_path, monkeypatch):
     dbg.close()
     # every forward, backward and parameter-gradient record of a real step: plain values only
     assert len(seen) > 50 and not any(seen)
+
+
+def test_a_place_given_up_takes_the_pseudo_node_it_brought_and_nothing_else():
+    """An asynchronous call under the optimizer that never completes in its step gives its place up: construct.json
+    has no empty `optimizer` node then (a pseudo node comes only with a call recorded under it), but keeps one that
+    another call holds, and the entries keep a record that came."""
+    alone = StepRecord(0)
+    alone.reserve("Distributed.all_reduce.0.forward", "optimizer", True)
+    assert list(alone.construct) == ["optimizer", "Distributed.all_reduce.0.forward"]
+    alone.unreserve("Distributed.all_reduce.0.forward", construct=True)
+    assert alone.construct == {} and alone.entries == {}
+
+    shared = StepRecord(0)
+    shared.reserve("Distributed.all_reduce.0.forward", "optimizer", True)
+    shared.add_construct("Torch.add.0.forward", "optimizer")
+    shared.add_entry("Torch.add.0.forward", {"input_args": [], "input_kwargs": {}, "output": []})
+    shared.unreserve("Distributed.all_reduce.0.forward", construct=True)
+    assert shared.construct == {"optimizer": None, "Torch.add.0.forward": "optimizer"}
+    assert list(shared.entries) == ["Torch.add.0.forward"]

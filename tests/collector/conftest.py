@@ -2,6 +2,7 @@ import glob
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 
@@ -32,6 +33,17 @@ def launch_ranks(script: str, args, cwd, ranks=(0, 1)):
         procs.append(subprocess.Popen([sys.executable, "-c", script, *args], env=env, cwd=cwd,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
+
+
+def vis_nodes(db: str, columns, side: str = "NPU") -> dict:
+    """{node name: (its `columns` of tb_nodes)} of one side (data_source) of the .vis.db `db`."""
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute(f"SELECT node_name, {', '.join(columns)} FROM tb_nodes WHERE data_source = ?",
+                           (side,)).fetchall()
+    finally:
+        con.close()
+    return {r[0]: tuple(r[1:]) for r in rows}
 
 
 def need_peers():

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PEER_MSPROBE, PEER_PYTHON, load_rank, make_debugger, need_peers, rank_dirs
+from conftest import PEER_MSPROBE, PEER_PYTHON, load_rank, make_debugger, need_peers, rank_dirs, vis_nodes
 from run_model import train
 from train_hf import HF_PATH, have_transformers
 
@@ -46,13 +46,7 @@ def visualize(out_dir, debug, bench=None):
 
 
 def nodes(db, side="NPU"):
-    con = sqlite3.connect(db)
-    try:
-        rows = con.execute("SELECT node_name, precision_index, matched_node_link FROM tb_nodes WHERE data_source=?",
-                           (side,)).fetchall()
-    finally:
-        con.close()
-    return {r[0]: (r[1], r[2]) for r in rows}
+    return vis_nodes(db, ("precision_index", "matched_node_link"), side)
 
 
 def test_graph_visualize_builds_same_graph_as_from_msprobe_dump(tmp_path):

@@ -9,13 +9,12 @@ empties (torch's send_object_list, which pipelining uses), and an isend or irecv
 import glob
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import PEER_PYTHON, free_port, need_peers
+from conftest import PEER_PYTHON, free_port, need_peers, vis_nodes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN = os.path.join(HERE, "pipeline_run.py")
@@ -217,31 +216,40 @@ def test_dump_names_and_nodes_are_msprobes(ours, theirs):
             assert set(mine) == set(ref)
             apart = {n for n in mine if mine[n] != ref[n]}
             assert apart == ({f"Functional.embedding.{i}.backward" for i in range(3)} if rank == 0 else set())
-            for n in apart:
-                forward_parent = mine[n.replace(".backward", ".forward")]
-                assert ref[n] is None and mine[n] == forward_parent.replace(".forward.", ".backward.")
+            _parents_apart_at_embedding_backward(mine, ref, apart)
+
+
+def _vis_db(folder) -> str:
+    (db,) = glob.glob(os.path.join(folder, "*.vis.db"))
+    return db
 
 
 def _nodes(folder) -> dict:
     """{node name: (precision_index, matched_node_link)} of the debug side of the one .vis.db in `folder`."""
-    (db,) = glob.glob(os.path.join(folder, "*.vis.db"))
-    con = sqlite3.connect(db)
-    try:
-        rows = con.execute("SELECT node_name, precision_index, matched_node_link FROM tb_nodes "
-                           "WHERE data_source = 'NPU'").fetchall()
-    finally:
-        con.close()
-    return {name: (index, json.loads(link)) for name, index, link in rows}
+    return {name: (index, json.loads(link))
+            for name, (index, link) in vis_nodes(_vis_db(folder), ("precision_index", "matched_node_link")).items()}
 
 
 def _parents(folder) -> dict:
     """{node name: its parent's name} of the debug side of the one .vis.db in `folder`."""
-    (db,) = glob.glob(os.path.join(folder, "*.vis.db"))
-    con = sqlite3.connect(db)
-    try:
-        return dict(con.execute("SELECT node_name, up_node FROM tb_nodes WHERE data_source = 'NPU'").fetchall())
-    finally:
-        con.close()
+    return {name: up for name, (up,) in vis_nodes(_vis_db(folder), ("up_node",)).items()}
+
+
+def _build_and_compare(ours_dir: str, theirs_dir: str, out) -> tuple:
+    """`tbprobe graph` of tbprobe's rank dump alone (every record a node), then compared with msprobe's: the same
+    nodes, each matched to its namesake. The compare's nodes and its folder."""
+    from tbprobe.cli import main
+
+    built, compared = out / "build", out / "compare"
+    assert main(["graph", "-tp", ours_dir, "-o", str(built), "-q"]) == 0
+    names = set(_nodes(built))
+    with open(os.path.join(ours_dir, "dump.json")) as f:
+        assert set(json.load(f)["data"]) <= names
+    assert main(["graph", "-tp", ours_dir, "-gp", theirs_dir, "-o", str(compared), "-q"]) == 0
+    nodes = _nodes(compared)
+    assert set(nodes) == names
+    assert [n for n, (_, link) in nodes.items() if not link or link[-1] != n] == []
+    return nodes, compared
 
 
 def _receive_view(out: str, rank: int, name: str, step: int = 0) -> tuple:
@@ -253,31 +261,34 @@ def _receive_view(out: str, rank: int, name: str, step: int = 0) -> tuple:
     return [_summary(t) for t in _received(record, name)], before
 
 
+def _ours_right_theirs_not(ours: str, theirs: str, step: int, rank: int, name: str, sent: list) -> None:
+    """A receive graded apart holds what the other rank sent (`sent`) in tbprobe's record, nothing in a batch's
+    irecv buffers before the call, and msprobe's record says otherwise."""
+    got, before = _receive_view(ours, rank, name, step)
+    assert got and all(t in sent for t in got) and not any(before), name
+    assert _receive_view(theirs, rank, name, step) != (got, before), name
+
+
+def _parents_apart_at_embedding_backward(mine: dict, ref: dict, apart: set) -> None:
+    """Each construct.json parent apart is an embedding's backward call: at the top level in msprobe's, under the
+    Embedding's backward in tbprobe's ("Parents of backward nodes")."""
+    for n in apart:
+        forward_parent = mine[n.replace(".backward", ".forward")]
+        assert ref[n] is None and mine[n] == forward_parent.replace(".forward.", ".backward.")
+
+
 def test_tbprobe_graph_builds_each_rank_and_matches_every_node_to_msprobes(ours, theirs, tmp_path):
     """Every node of tbprobe's rank dump matched in msprobe's. The nodes the compare grades apart are receives
     whose msprobe record is not what the other rank sent (msprobe's batch irecv tensors are read from the buffer
     before the receive: on rank 0 the output too; its irecv's record is overwritten by the irecvs that
     batch_isend_irecv makes through its wrapped dist.irecv), where tbprobe's is."""
-    from tbprobe.cli import main
-
     for rank in RANKS:
-        ours_dir, theirs_dir = _rank_dir(ours, 0, rank), _rank_dir(theirs, 0, rank)
-        built = tmp_path / f"build{rank}"
-        assert main(["graph", "-tp", ours_dir, "-o", str(built), "-q"]) == 0
-        names = set(_nodes(built))
-        assert set(_load(ours, 0, rank, "dump")) <= names
-        compared = tmp_path / f"compare{rank}"
-        assert main(["graph", "-tp", ours_dir, "-gp", theirs_dir, "-o", str(compared), "-q"]) == 0
-        nodes = _nodes(compared)
-        assert set(nodes) == names
-        assert [n for n, (_, link) in nodes.items() if not link or link[-1] != n] == []
+        nodes, _ = _build_and_compare(_rank_dir(ours, 0, rank), _rank_dir(theirs, 0, rank), tmp_path / f"r{rank}")
         apart = [n for n, (index, _) in nodes.items() if index]
         assert apart and all(n.startswith(P2P) for n in apart), apart
         sent = _result(ours, 1 - rank)["sent"][0]
         for n in apart:
-            got, before = _receive_view(ours, rank, n)
-            assert got and all(t in sent for t in got) and not any(before), n
-            assert _receive_view(theirs, rank, n) != (got, before), n
+            _ours_right_theirs_not(ours, theirs, 0, rank, n, sent)
 
 
 def _p2p_tensors(out: str, step: int, rank: int, which) -> list:
@@ -355,9 +366,7 @@ def test_interleaved_pipeline_records_are_msprobes(interleaved_runs, interleaved
             embedding = {n for n in data if n.startswith("Functional.embedding.") and n.endswith(".backward")}
             assert len(embedding) == (INTERLEAVED_MICRO if rank == 0 else 0), (step, rank)
             assert apart == embedding, (step, rank)
-            for n in apart:
-                forward_parent = mine[n.replace(".backward", ".forward")]
-                assert ref[n] is None and mine[n] == forward_parent.replace(".forward.", ".backward.")
+            _parents_apart_at_embedding_backward(mine, ref, apart)
 
 
 def test_interleaved_pipeline_graph_matches_every_node_to_msprobes(interleaved_runs, interleaved_theirs, tmp_path):
@@ -365,21 +374,11 @@ def test_interleaved_pipeline_graph_matches_every_node_to_msprobes(interleaved_r
     it grades nodes apart in steps 1 and 2, they are receives whose msprobe record is not what the other rank sent,
     where tbprobe's is. (Step 0 is matched but its grades are not looked at: pipelining's first step infers the
     shapes by running each stage on torch.empty buffers, whose values are whatever memory held.)"""
-    from tbprobe.cli import main
-
     ours = interleaved_runs["tbprobe"]
     for step in STEPS:
         for rank in RANKS:
-            ours_dir, theirs_dir = _rank_dir(ours, step, rank), _rank_dir(interleaved_theirs, step, rank)
-            built = tmp_path / f"build{step}{rank}"
-            assert main(["graph", "-tp", ours_dir, "-o", str(built), "-q"]) == 0
-            names = set(_nodes(built))
-            assert set(_load(ours, step, rank, "dump")) <= names
-            compared = tmp_path / f"compare{step}{rank}"
-            assert main(["graph", "-tp", ours_dir, "-gp", theirs_dir, "-o", str(compared), "-q"]) == 0
-            nodes = _nodes(compared)
-            assert set(nodes) == names
-            assert [n for n, (_, link) in nodes.items() if not link or link[-1] != n] == [], (step, rank)
+            nodes, compared = _build_and_compare(_rank_dir(ours, step, rank),
+                                                 _rank_dir(interleaved_theirs, step, rank), tmp_path / f"s{step}r{rank}")
             if step == 0:
                 continue
             sent = [_summary(t) for n, record in _load(ours, step, 1 - rank, "dump").items() if n.startswith(P2P)
@@ -392,9 +391,7 @@ def test_interleaved_pipeline_graph_matches_every_node_to_msprobes(interleaved_r
                     assert any(groups[c] == n and c.startswith(P2P) for c in apart), (step, rank, n)
                     continue
                 assert n.startswith(P2P), (step, rank, n)
-                got, before = _receive_view(ours, rank, n, step)
-                assert got and all(t in sent for t in got) and not any(before), n
-                assert _receive_view(interleaved_theirs, rank, n, step) != (got, before), n
+                _ours_right_theirs_not(ours, interleaved_theirs, step, rank, n, sent)
 
 
 def _popped_worker(rank: int, dump: str, port: int) -> None:

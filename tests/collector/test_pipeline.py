@@ -235,9 +235,11 @@ def _parents(folder) -> dict:
     return {name: up for name, (up,) in vis_nodes(_vis_db(folder), ("up_node",)).items()}
 
 
-def _build_and_compare(ours_dir: str, theirs_dir: str, out) -> tuple:
+def _build_and_compare(ours_dir: str, theirs_dir: str, out, groups_renumbered: bool = False) -> tuple:
     """`tbprobe graph` of tbprobe's rank dump alone (every record a node), then compared with msprobe's: the same
-    nodes, each matched to its namesake. The compare's nodes and its folder."""
+    nodes, each matched to its namesake; with `groups_renumbered`, a group of top-level calls to a group of
+    another number (they are numbered in order, and an extra one on msprobe's side shifts the later ones). The
+    compare's nodes and its folder."""
     from tbprobe.cli import main
 
     built, compared = out / "build", out / "compare"
@@ -248,7 +250,9 @@ def _build_and_compare(ours_dir: str, theirs_dir: str, out) -> tuple:
     assert main(["graph", "-tp", ours_dir, "-gp", theirs_dir, "-o", str(compared), "-q"]) == 0
     nodes = _nodes(compared)
     assert set(nodes) == names
-    assert [n for n, (_, link) in nodes.items() if not link or link[-1] != n] == []
+    group = "Apis_Between_Modules."
+    assert [n for n, (_, link) in nodes.items() if not link or link[-1] != n and not (
+        groups_renumbered and n.startswith(group) and link[-1].startswith(group))] == []
     return nodes, compared
 
 
@@ -369,16 +373,22 @@ def test_interleaved_pipeline_records_are_msprobes(interleaved_runs, interleaved
             _parents_apart_at_embedding_backward(mine, ref, apart)
 
 
-def test_interleaved_pipeline_graph_matches_every_node_to_msprobes(interleaved_runs, interleaved_theirs, tmp_path):
-    """`tbprobe graph` builds each rank's steps and matches every node of tbprobe's rank dump to msprobe's. Where
-    it grades nodes apart in steps 1 and 2, they are receives whose msprobe record is not what the other rank sent,
-    where tbprobe's is. (Step 0 is matched but its grades are not looked at: pipelining's first step infers the
-    shapes by running each stage on torch.empty buffers, whose values are whatever memory held.)"""
-    ours = interleaved_runs["tbprobe"]
+@pytest.mark.parametrize("schedule", ["torch", "interleaved"])
+def test_pipelining_graph_matches_every_node_to_msprobes(schedule, request, tmp_path):
+    """`tbprobe graph` builds each rank's steps and matches every node of tbprobe's rank dump to msprobe's, under
+    Schedule1F1B and ScheduleInterleaved1F1B. Where it grades nodes apart in steps 1 and 2, they are receives whose
+    msprobe record is not what the other rank sent, where tbprobe's is. (Step 0 is matched but its grades are not
+    looked at: pipelining's first step infers the shapes by running each stage on torch.empty buffers, whose values
+    are whatever memory held.) Under Schedule1F1B msprobe lists steps 1 and 2's first batch_isend_irecv in a group
+    of top-level calls with an irecv it misplaced, where tbprobe's stands alone, and its irecv buffers make the
+    batch's inputs two tensors where tbprobe's are one: the two records matched once the aligner left those buffers
+    out (the batch's first record took the bench's second, and the second stayed unmatched)."""
+    ours, theirs = request.getfixturevalue(f"{schedule}_runs")["tbprobe"], request.getfixturevalue(f"{schedule}_theirs")
     for step in STEPS:
         for rank in RANKS:
             nodes, compared = _build_and_compare(_rank_dir(ours, step, rank),
-                                                 _rank_dir(interleaved_theirs, step, rank), tmp_path / f"s{step}r{rank}")
+                                                 _rank_dir(theirs, step, rank), tmp_path / f"s{step}r{rank}",
+                                                 groups_renumbered=schedule == "torch")
             if step == 0:
                 continue
             sent = [_summary(t) for n, record in _load(ours, step, 1 - rank, "dump").items() if n.startswith(P2P)
@@ -391,7 +401,7 @@ def test_interleaved_pipeline_graph_matches_every_node_to_msprobes(interleaved_r
                     assert any(groups[c] == n and c.startswith(P2P) for c in apart), (step, rank, n)
                     continue
                 assert n.startswith(P2P), (step, rank, n)
-                _ours_right_theirs_not(ours, interleaved_theirs, step, rank, n, sent)
+                _ours_right_theirs_not(ours, theirs, step, rank, n, sent)
 
 
 def _popped_worker(rank: int, dump: str, port: int) -> None:

@@ -1,6 +1,7 @@
 """Matching: exact, fuzzy, structural aligner, layer mapping, manual."""
 import difflib
 import json
+from typing import Optional
 
 import pytest
 
@@ -324,3 +325,48 @@ def test_a_long_repetitive_child_list_is_not_diffed_quadratically(monkeypatch, c
            if name.startswith("T")}
     assert got == {**want, "Torch.extra.0.forward": None, "Torch.extra2.0.forward": None}
     assert all(n.match is not None for n in b.nodes.values())
+
+
+def _batch(irecv_buffer: Optional[dict]) -> dict:
+    """A batch_isend_irecv record of one isend and one irecv: the irecv's tensor is the buffer before the call in
+    msprobe's record, nothing in tbprobe's; the output holds what was received."""
+    t = synth.tensor
+    ops = [{"class_type": "torch.distributed.P2POp", "tensor": t((2, 4)), "op": "isend", "peer": 1},
+           {"class_type": "torch.distributed.P2POp", "tensor": irecv_buffer, "op": "irecv", "peer": 1}]
+    return {"input_args": [ops], "input_kwargs": {}, "output": [t((2, 4))]}
+
+
+def test_a_batch_isend_irecv_pairs_by_its_sends_not_by_its_receive_buffers(tmp_path):
+    """tbprobe's batch_isend_irecv records no irecv buffer, msprobe's records the buffer as it was before the
+    call: the two records of one batch had inputs of different shapes. With msprobe's first batch in a group of
+    top-level calls (beside an irecv it lists early under Schedule1F1B, docs/compatibility.md), the aligner paired
+    tbprobe's first batch with msprobe's second and left tbprobe's second unmatched. Now each pairs with its
+    namesake."""
+    t = synth.tensor
+    mod = {f"Module.{m}.Linear.forward.0": synth.api_entry() for m in "abcd"}
+    irecv = {"input_args": [None], "input_kwargs": {}, "output": [t((2, 4))]}
+    debug = {"Module.a.Linear.forward.0": mod["Module.a.Linear.forward.0"],
+             "Distributed.batch_isend_irecv.0.forward": _batch(None),
+             "Module.b.Linear.forward.0": mod["Module.b.Linear.forward.0"],
+             "Distributed.batch_isend_irecv.1.forward": _batch(None),
+             "Module.c.Linear.forward.0": mod["Module.c.Linear.forward.0"],
+             "Distributed.irecv.0.forward": irecv,
+             "Module.d.Linear.forward.0": mod["Module.d.Linear.forward.0"]}
+    bench = {"Module.a.Linear.forward.0": mod["Module.a.Linear.forward.0"],
+             "Distributed.batch_isend_irecv.0.forward": _batch(t((2, 4))),
+             "Distributed.irecv.0.forward": irecv,
+             "Module.b.Linear.forward.0": mod["Module.b.Linear.forward.0"],
+             "Distributed.batch_isend_irecv.1.forward": _batch(t((2, 4))),
+             "Module.c.Linear.forward.0": mod["Module.c.Linear.forward.0"],
+             "Module.d.Linear.forward.0": mod["Module.d.Linear.forward.0"]}
+    synth.simple_rank(tmp_path / "d", debug, dict.fromkeys(debug))
+    synth.simple_rank(tmp_path / "b", bench, dict.fromkeys(bench))
+    result = run_graph(str(tmp_path / "d"), str(tmp_path / "b"), str(tmp_path / "o"), parallel=False,
+                       progress=False)
+    nodes = golden.nodes(result.path)
+    links = {n["node_name"]: json.loads(n["matched_node_link"]) for n in nodes.values() if n["data_source"] == "NPU"}
+    # (msprobe's first batch and its early irecv, two top-level calls in a row, form a group)
+    assert links["Distributed.batch_isend_irecv.0.forward"][-2:] == [
+        "Apis_Between_Modules.0", "Distributed.batch_isend_irecv.0.forward"]
+    assert links["Distributed.batch_isend_irecv.1.forward"] == ["DefaultModel", "Distributed.batch_isend_irecv.1.forward"]
+    assert all(link and link[-1] == name for name, link in links.items() if name != "DefaultModel"), links

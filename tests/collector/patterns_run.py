@@ -1,6 +1,6 @@
 """Small training loops in the patterns real users write (activation checkpointing, gradient accumulation, eval
 passes inside a step, modules returning dicts/namedtuples/dataclasses/None, shared modules, bf16 autocast, model
-chunks that share a module), each trainable with tbprobe, msprobe or no collector; used by
+chunks that share a module, functionals taken before the collector starts), each trainable with tbprobe, msprobe or no collector; used by
 test_training_patterns.py, and run with the msprobe peer's python to compare the node sets:
 
 usage: patterns_run.py TOOL PATTERN LEVEL DUMP_PATH [STEPS [SUMMARY_MODE]]      (TOOL: tbprobe | msprobe)
@@ -127,6 +127,27 @@ class TokenNet(nn.Module):
         return self.head(F.gelu(self.fc(h)) + h)
 
 
+# functionals taken when this file is imported, before any collector wraps torch.nn.functional's attributes (as
+# nn.TransformerEncoderLayer's default activation, F.relu, is taken when torch is imported)
+_TAKEN_SOFTMAX, _TAKEN_LAYER_NORM, _TAKEN_NORMALIZE, _TAKEN_GELU = F.softmax, F.layer_norm, F.normalize, F.gelu
+
+
+class TakenFunctionals(nn.Module):
+    """nn.TransformerEncoderLayer (its feed-forward's F.relu bound before the collector starts) and functionals
+    called through references taken before it, beside the same functional called through F (`F.relu`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.enc(x)
+        h = _TAKEN_LAYER_NORM(_TAKEN_GELU(self.fc(h)), (8,))
+        h = _TAKEN_NORMALIZE(h, dim=-1) + F.relu(h)
+        return _TAKEN_SOFTMAX(h, dim=-1)
+
+
 class FirstChunk(nn.Module):
     def __init__(self, emb):
         super().__init__()
@@ -225,6 +246,10 @@ def build(pattern):
             with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
                 logits = m(t)
             return F.cross_entropy(logits.float().view(-1, 10), t.view(-1))
+    elif pattern == "taken":
+        model = TakenFunctionals()
+        batches = [[torch.randn(2, 3, 8)] for _ in range(3)]
+        loss_fn = _mse
     elif pattern == "chunks":
         emb = nn.Embedding(10, 4)
         first, last = FirstChunk(emb), LastChunk(emb)

@@ -39,6 +39,18 @@ _CLIPPING = ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_")
 # `input.sigmoid()`, F.upsample calls F.interpolate): seen as Tensor.sigmoid and Functional.interpolate, where the
 # reference, which wraps F's attributes, records Functional.sigmoid and Functional.upsample (_dispatching)
 _PYTHON_FUNCTIONALS = ("sigmoid", "tanh", "upsample", "upsample_nearest", "upsample_bilinear")
+# torch.nn.functional's functions written in Python whose work is done by calls the reference records (F.relu is
+# torch.relu, F.softmax Tensor.softmax, F.normalize Tensor.norm, clamp_min and a division). Called through a
+# reference taken before the reference wraps F's attributes (nn.TransformerEncoderLayer's default activation is
+# F.relu, bound when torch is imported; `from torch.nn.functional import softmax` at the top of a file), the
+# reference never sees the call, only the calls inside: Torch.relu where tbprobe named Functional.relu. tbprobe
+# wraps them too (as _PYTHON_FUNCTIONALS, at the first start()), tells such a call by the frame that hands it to
+# the mode (_stale_call), and records the calls inside instead. Those whose inside neither tool names (F.silu is
+# torch._C._nn.silu, F.gelu a C function) stay recorded as themselves, a record the reference's dump lacks.
+# (Measured against msprobe 26.2.0 function by function: docs/compatibility.md, "A functional taken before".)
+_STALE_BODIES = ("relu", "selu", "celu", "rrelu", "softsign", "tanhshrink", "softmax", "softmin", "log_softmax",
+                 "layer_norm", "group_norm", "instance_norm", "normalize", "embedding", "kl_div",
+                 "binary_cross_entropy_with_logits")
 # calls whose CPU kernels update running statistics (buffers) in place without bumping their version
 _BUFFER_UPDATES = frozenset({"batch_norm", "instance_norm", "native_batch_norm", "_native_batch_norm_legit",
                              "batch_norm_update_stats", "_batch_norm_impl_index"})
@@ -137,7 +149,10 @@ class _Mode(TorchFunctionMode):
                 # autograd's own view of the inputs a full backward hook's BackwardHookFunction returns: not the
                 # user's call, nor one the reference sees (a copy-to-region's view it records, and so does tbprobe)
                 return func(*args, **kwargs)
-        named = BY_CALLER.get(func)     # (func is hashable: the table had it)
+        if func in _STALE_OF and _stale_call(func):   # (func is hashable: the table had it)
+            # the reference sees the calls inside alone (_STALE_BODIES): they are recorded, with the mode on
+            return run_with_mode(self, _STALE_OF[func], args, kwargs)
+        named = BY_CALLER.get(func)
         if named is not None:
             info = caller_named(named, info, sys._getframe(1))
         prefix, api = info
@@ -150,10 +165,11 @@ class _Mode(TorchFunctionMode):
 
 
 _DISPATCHING: Dict[Any, Any] = {}   # original -> its wrapper, made once (each wrapper is a key of the names table)
+_WRAPPERS: set = set()
 
 
 def _dispatching(orig: Any) -> Any:
-    """A wrapper of `orig` (one of _PYTHON_FUNCTIONALS) that hands itself to the mode as F.relu does, recorded under
+    """A wrapper of `orig` (one of _PYTHON_FUNCTIONALS or _STALE_BODIES) that hands itself to the mode as F.relu does, recorded under
     orig's name; inside, with the mode off, orig runs as it is."""
     wrapper = _DISPATCHING.get(orig)
     if wrapper is not None:
@@ -168,7 +184,22 @@ def _dispatching(orig: Any) -> Any:
 
     alias(wrapper, orig)
     _DISPATCHING[orig] = wrapper
+    _WRAPPERS.add(wrapper)
     return wrapper
+
+
+_STALE_OF: Dict[Any, Any] = {}   # the wrapper of each of _STALE_BODIES -> the original function
+
+
+def _stale_call(wrapper: Any) -> bool:
+    """Whether the mode's handler (two frames up) got `wrapper` from the original function's own torch-function
+    check: the original was called through a reference taken before it was wrapped (its code hands the mode what
+    its name in F's namespace holds now, the wrapper). A call through the namespace comes from the wrapper's."""
+    try:
+        caller = sys._getframe(3)
+        return caller.f_code is _STALE_OF[wrapper].__code__ and sys._getframe(2).f_code is _HANDLE_CODE
+    except ValueError:
+        return False
 
 
 def _writes_unversioned(func) -> bool:
@@ -218,8 +249,10 @@ class ApiCapture:
         self._installed = False             # the dunder wrappers and optimizer hooks (see enter)
         self._saved: Dict[str, Any] = {}
         self._opt_handles: List[Any] = []
-        # (namespace, name, original) of the functions wrapped there: clipping's, _PYTHON_FUNCTIONALS
+        # (namespace, name, original) of the functions wrapped there: clipping's
         self._ns_saved: List[Tuple[Any, str, Any]] = []
+        # (name, original) of torch.nn.functional's wrapped while a step is collected (_wrap_functionals)
+        self._fn_saved: List[Tuple[str, Any]] = []
 
     # --- install / remove ------------------------------------------------------------------------------------
     # The mode is pushed by start() and popped by stop(). The dunder wrappers and the optimizer hooks stay from the
@@ -228,16 +261,21 @@ class ApiCapture:
     # every start and stop cost 0.3 ms a step in a tight loop, and 3-6% of the small model's added time at L1 and
     # mix.
     # Between stop() and the next start() a wrapped dunder costs one Python call and records nothing.
+    # torch.nn.functional's wrappers (_PYTHON_FUNCTIONALS, _STALE_BODIES) are in place only while a step is
+    # collected (setting a module's attribute costs next to nothing): torch tests some by identity when a module is
+    # built (nn.TransformerEncoderLayer's `activation is F.relu` picks its fast path and nested tensors in eval), and
+    # a layer built between steps must see the function itself.
     def enter(self) -> None:
         if self._mode is not None:
             return
         if not self._installed:
             self._install()
+        self._wrap_functionals()
         self._mode = _Mode(self)
         self._mode.__enter__()
 
     def exit(self) -> None:
-        """Pop the mode (the wrappers stay: see uninstall)."""
+        """Pop the mode and put torch.nn.functional's functions back (the other wrappers stay: see uninstall)."""
         if self._mode is None:
             return
         try:
@@ -245,6 +283,23 @@ class ApiCapture:
         except Exception as exc:  # never into the user's code
             self.session.guard.report("leaving operator capture", exc)
         self._mode = None
+        for name, orig in reversed(self._fn_saved):
+            setattr(F, name, orig)
+        self._fn_saved = []
+
+    def _wrap_functionals(self) -> None:
+        for name in (*_PYTHON_FUNCTIONALS, *_STALE_BODIES):
+            orig = F.__dict__.get(name)
+            # (not the user's replacement, nor one of ours: another debugger's step is collected)
+            if orig is None or lookup(orig) is None or orig in _WRAPPERS:
+                continue
+            if name in _STALE_BODIES and type(orig) is not types.FunctionType:
+                continue
+            wrapper = _dispatching(orig)
+            if name in _STALE_BODIES:
+                _STALE_OF[wrapper] = orig
+            self._fn_saved.append((name, orig))
+            setattr(F, name, wrapper)
 
     def uninstall(self) -> None:
         """Pop the mode and put torch.Tensor's dunders and the global optimizer hooks back as they were."""
@@ -282,11 +337,6 @@ class ApiCapture:
         self._opt_handles = [register_optimizer_step_pre_hook(self._opt_pre),
                              register_optimizer_step_post_hook(self._opt_post)]
         self._wrap_clipping()
-        for name in _PYTHON_FUNCTIONALS:
-            orig = F.__dict__.get(name)
-            if orig is not None and lookup(orig) is not None:   # (not one of ours, nor the user's replacement)
-                self._ns_saved.append((F, name, orig))
-                setattr(F, name, _dispatching(orig))
         self._installed = True
 
     def _wrap_clipping(self) -> None:

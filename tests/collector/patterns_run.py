@@ -1,7 +1,7 @@
 """Small training loops in the patterns real users write (activation checkpointing, gradient accumulation, eval
 passes inside a step, modules returning dicts/namedtuples/dataclasses/None, shared modules, bf16 autocast, model
-chunks that share a module, functionals taken before the collector starts), each trainable with tbprobe, msprobe or no collector; used by
-test_training_patterns.py, and run with the msprobe peer's python to compare the node sets:
+chunks that share a module, functionals taken before the collector starts), each trainable with tbprobe, msprobe or
+no collector; used by test_training_patterns.py, and run with the msprobe peer's python to compare the node sets:
 
 usage: patterns_run.py TOOL PATTERN LEVEL DUMP_PATH [STEPS [SUMMARY_MODE]]      (TOOL: tbprobe | msprobe)
 """

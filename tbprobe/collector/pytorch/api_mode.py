@@ -44,8 +44,8 @@ _PYTHON_FUNCTIONALS = ("sigmoid", "tanh", "upsample", "upsample_nearest", "upsam
 # reference taken before the reference wraps F's attributes (nn.TransformerEncoderLayer's default activation is
 # F.relu, bound when torch is imported; `from torch.nn.functional import softmax` at the top of a file), the
 # reference never sees the call, only the calls inside: Torch.relu where tbprobe named Functional.relu. tbprobe
-# wraps them too (as _PYTHON_FUNCTIONALS, at the first start()), tells such a call by the frame that hands it to
-# the mode (_stale_call), and records the calls inside instead. Those whose inside neither tool names (F.silu is
+# wraps them too while a step is collected (as _PYTHON_FUNCTIONALS: ApiCapture.enter), tells such a call by the
+# frame that hands it to the mode (_stale_call), and records the calls inside instead. Those whose inside neither tool names (F.silu is
 # torch._C._nn.silu, F.gelu a C function) stay recorded as themselves, a record the reference's dump lacks.
 # (Measured against msprobe 26.2.0 function by function: docs/compatibility.md, "A functional taken before".)
 _STALE_BODIES = ("relu", "selu", "celu", "rrelu", "softsign", "tanhshrink", "softmax", "softmin", "log_softmax",
@@ -169,8 +169,8 @@ _WRAPPERS: set = set()
 
 
 def _dispatching(orig: Any) -> Any:
-    """A wrapper of `orig` (one of _PYTHON_FUNCTIONALS or _STALE_BODIES) that hands itself to the mode as F.relu does, recorded under
-    orig's name; inside, with the mode off, orig runs as it is."""
+    """A wrapper of `orig` (one of _PYTHON_FUNCTIONALS or _STALE_BODIES) that hands itself to the mode as F.relu
+    does, recorded under orig's name; inside, with the mode off, orig runs as it is."""
     wrapper = _DISPATCHING.get(orig)
     if wrapper is not None:
         return wrapper
@@ -192,12 +192,13 @@ _STALE_OF: Dict[Any, Any] = {}   # the wrapper of each of _STALE_BODIES -> the o
 
 
 def _stale_call(wrapper: Any) -> bool:
-    """Whether the mode's handler (two frames up) got `wrapper` from the original function's own torch-function
-    check: the original was called through a reference taken before it was wrapped (its code hands the mode what
-    its name in F's namespace holds now, the wrapper). A call through the namespace comes from the wrapper's."""
+    """Whether the mode's handler (the caller) got `wrapper` from the original function's own torch-function check:
+    the original was called through a reference taken before it was wrapped (its code hands the mode what its name
+    in F's namespace holds now, the wrapper). A call through the namespace comes from the wrapper's own check.
+    (Frames up from here: 1 the handler, 2 handle_torch_function, 3 the function that called it.)"""
     try:
-        caller = sys._getframe(3)
-        return caller.f_code is _STALE_OF[wrapper].__code__ and sys._getframe(2).f_code is _HANDLE_CODE
+        return (sys._getframe(3).f_code is _STALE_OF[wrapper].__code__
+                and sys._getframe(2).f_code is _HANDLE_CODE)
     except ValueError:
         return False
 

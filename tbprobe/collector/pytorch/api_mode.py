@@ -45,8 +45,9 @@ _PYTHON_FUNCTIONALS = ("sigmoid", "tanh", "upsample", "upsample_nearest", "upsam
 # F.relu, bound when torch is imported; `from torch.nn.functional import softmax` at the top of a file), the
 # reference never sees the call, only the calls inside: Torch.relu where tbprobe named Functional.relu. tbprobe
 # wraps them too while a step is collected (as _PYTHON_FUNCTIONALS: ApiCapture.enter), tells such a call by the
-# frame that hands it to the mode (_stale_call), and records the calls inside instead. Those whose inside neither tool names (F.silu is
-# torch._C._nn.silu, F.gelu a C function) stay recorded as themselves, a record the reference's dump lacks.
+# frame that hands it to the mode (_stale_call), and records the calls inside instead. Those whose inside neither
+# tool names (F.silu is torch._C._nn.silu, F.gelu a C function) stay recorded as themselves, a record the
+# reference's dump lacks.
 # (Measured against msprobe 26.2.0 function by function: docs/compatibility.md, "A functional taken before".)
 _STALE_BODIES = ("relu", "selu", "celu", "rrelu", "softsign", "tanhshrink", "softmax", "softmin", "log_softmax",
                  "layer_norm", "group_norm", "instance_norm", "normalize", "embedding", "kl_div",
@@ -203,6 +204,13 @@ def _stale_call(wrapper: Any) -> bool:
         return False
 
 
+def _put_back(saved: List[Tuple[Any, str, Any]]) -> None:
+    """Each (namespace, name, original) of `saved` back in place, the last wrapped first; `saved` emptied."""
+    for ns, name, orig in reversed(saved):
+        setattr(ns, name, orig)
+    saved.clear()
+
+
 def _writes_unversioned(func) -> bool:
     try:
         return func in _UNVERSIONED_WRITES
@@ -250,10 +258,10 @@ class ApiCapture:
         self._installed = False             # the dunder wrappers and optimizer hooks (see enter)
         self._saved: Dict[str, Any] = {}
         self._opt_handles: List[Any] = []
-        # (namespace, name, original) of the functions wrapped there: clipping's
+        # (namespace, name, original) of the functions wrapped there: clipping's until uninstall(), and
+        # torch.nn.functional's while a step is collected (_wrap_functionals)
         self._ns_saved: List[Tuple[Any, str, Any]] = []
-        # (name, original) of torch.nn.functional's wrapped while a step is collected (_wrap_functionals)
-        self._fn_saved: List[Tuple[str, Any]] = []
+        self._fn_saved: List[Tuple[Any, str, Any]] = []
 
     # --- install / remove ------------------------------------------------------------------------------------
     # The mode is pushed by start() and popped by stop(). The dunder wrappers and the optimizer hooks stay from the
@@ -284,22 +292,20 @@ class ApiCapture:
         except Exception as exc:  # never into the user's code
             self.session.guard.report("leaving operator capture", exc)
         self._mode = None
-        for name, orig in reversed(self._fn_saved):
-            setattr(F, name, orig)
-        self._fn_saved = []
+        _put_back(self._fn_saved)
 
     def _wrap_functionals(self) -> None:
         for name in (*_PYTHON_FUNCTIONALS, *_STALE_BODIES):
             orig = F.__dict__.get(name)
+            stale = name in _STALE_BODIES
             # (not the user's replacement, nor one of ours: another debugger's step is collected)
-            if orig is None or lookup(orig) is None or orig in _WRAPPERS:
-                continue
-            if name in _STALE_BODIES and type(orig) is not types.FunctionType:
+            if orig is None or lookup(orig) is None or orig in _WRAPPERS or (
+                    stale and type(orig) is not types.FunctionType):
                 continue
             wrapper = _dispatching(orig)
-            if name in _STALE_BODIES:
+            if stale:
                 _STALE_OF[wrapper] = orig
-            self._fn_saved.append((name, orig))
+            self._fn_saved.append((F, name, orig))
             setattr(F, name, wrapper)
 
     def uninstall(self) -> None:
@@ -320,9 +326,7 @@ class ApiCapture:
         for h in self._opt_handles:
             h.remove()
         self._opt_handles = []
-        for ns, name, orig in reversed(self._ns_saved):
-            setattr(ns, name, orig)
-        self._ns_saved = []
+        _put_back(self._ns_saved)
 
     def _install(self) -> None:
         for dname in (*DUNDER_ALIASES, *UNRECORDED_OPERATORS):

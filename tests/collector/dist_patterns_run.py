@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import sys
+import time
 from typing import Iterable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,6 +53,12 @@ def _full(value: float, n: int = 2) -> torch.Tensor:
 
 
 # --- asynchronous calls ----------------------------------------------------------------------------------------
+def _until(done, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not done() and time.monotonic() < end:
+        time.sleep(0.001)
+
+
 def async_ops(out: str) -> None:
     peer = 1 - RANK
     dbg = _debugger(out, "async", step=[0, 1])
@@ -67,7 +74,7 @@ def async_ops(out: str) -> None:
     # nor the next one's
     held_out = torch.zeros(1)
     held = dist.reduce_scatter_tensor(held_out, _full(RANK + 1), async_op=True)
-    dist.all_reduce(_full(10 * (RANK + 1), 3), async_op=True)          # a handle never waited for
+    never = dist.all_reduce(_full(10 * (RANK + 1), 3), async_op=True)  # a handle never waited for
     recv = torch.zeros(2)
     if RANK == 0:
         sent = dist.isend(_full(7), 1)
@@ -86,6 +93,9 @@ def async_ops(out: str) -> None:
     late = dist.reduce_scatter_tensor(late_out, _full(RANK + 1), async_op=True)
     dbg.stop()
     late.wait()                                       # after stop(), before step(): still step 0's
+    # (gloo's two worker threads may finish the unwaited all_reduce after `late`: the collector records it if it
+    # completed by the step's end, which on a loaded machine it may not have, without this)
+    _until(never.is_completed)
     dbg.step()
     res["recv"] = recv.tolist()
     res["back"] = back.tolist()

@@ -9,13 +9,16 @@
    co_filename starts with `prefix`), decided once per code object, or None for torch's handle_torch_function,
    which the caller puts there: a function written in Python hands itself to the operator mode through it, and the
    mode may run its body again (backward_pass.py), so the stack of a call inside `loss.backward()` held
-   Tensor.backward twice with that frame between. Such a frame is left out, and so is the frame calling it when it
-   runs the same code as the last frame kept: the reference, which patches functions, sees one call. `codes` maps
+   Tensor.backward twice with that frame between. Such a frame is left out, and so are the frames above it that
+   repeat the codes of the frames kept just below it (the body run again: one frame for F.relu, two for
+   F.max_pool2d's dispatcher and the function it picks; the shortest repeat is taken): the reference, which
+   patches functions, sees one call. `codes` maps
    id(code) -> code and keeps every code object seen alive, so its id is never reused by another one. The key is
    (id(code), f_lasti, id(code), f_lasti, ...), innermost first: the same ints Python's frame.f_code and
    frame.f_lasti give. */
 
 static PyObject *s_co_filename;
+#define MAX_MARKS 32
 
 static int frame_lasti(PyFrameObject *f) {
 #if PY_VERSION_HEX >= 0x030B0000
@@ -61,23 +64,22 @@ static PyObject *stack_key(PyObject *mod, PyObject *const *args, Py_ssize_t narg
         return NULL;
     PyFrameObject *f = (PyFrameObject *)args[0];
     Py_INCREF(f);
-    PyObject *last = NULL;   /* the code of the last frame kept (compared by identity only) */
-    int dispatched = 0;      /* a dispatch frame was just passed */
+    /* where dispatch frames were passed: the number of frames kept below each (the first MAX_MARKS) */
+    Py_ssize_t marks[MAX_MARKS];
+    int nmarks = 0;
     while (f != NULL) {
         PyObject *code = (PyObject *)PyFrame_GetCode(f);   /* new reference */
         PyObject *id = PyLong_FromVoidPtr(code);
         int mine = id ? own_code(code, id, own, prefix, codes) : -1;
         if (mine == 2) {
-            dispatched = 1;
+            Py_ssize_t kept = PyList_GET_SIZE(key) / 2;
+            if (nmarks < MAX_MARKS && (nmarks == 0 || marks[nmarks - 1] != kept))
+                marks[nmarks++] = kept;
         } else if (mine == 0) {
-            if (!(dispatched && code == last)) {
-                PyObject *lasti = PyLong_FromLong(frame_lasti(f));
-                if (lasti == NULL || PyList_Append(key, id) < 0 || PyList_Append(key, lasti) < 0)
-                    mine = -1;
-                Py_XDECREF(lasti);
-                last = code;
-            }
-            dispatched = 0;
+            PyObject *lasti = PyLong_FromLong(frame_lasti(f));
+            if (lasti == NULL || PyList_Append(key, id) < 0 || PyList_Append(key, lasti) < 0)
+                mine = -1;
+            Py_XDECREF(lasti);
         }
         Py_XDECREF(id);
         Py_DECREF(code);
@@ -89,6 +91,23 @@ static PyObject *stack_key(PyObject *mod, PyObject *const *args, Py_ssize_t narg
         PyFrameObject *back = PyFrame_GetBack(f);          /* new reference or NULL */
         Py_DECREF(f);
         f = back;
+    }
+    /* the outermost first, so that the marks below stay where they were */
+    for (int k = nmarks - 1; k >= 0; k--) {
+        Py_ssize_t m = marks[k], total = PyList_GET_SIZE(key) / 2;
+        for (Py_ssize_t n = 1; n <= m && m + n <= total; n++) {
+            int same = 1;
+            for (Py_ssize_t i = 0; i < n && same; i++)
+                same = PyLong_AsVoidPtr(PyList_GET_ITEM(key, 2 * (m + i))) ==
+                       PyLong_AsVoidPtr(PyList_GET_ITEM(key, 2 * (m - n + i)));
+            if (same) {
+                if (PyList_SetSlice(key, 2 * m, 2 * (m + n), NULL) < 0) {
+                    Py_DECREF(key);
+                    return NULL;
+                }
+                break;
+            }
+        }
     }
     PyObject *out = PyList_AsTuple(key);
     Py_DECREF(key);

@@ -130,11 +130,14 @@ class TokenNet(nn.Module):
 # functionals taken when this file is imported, before any collector wraps torch.nn.functional's attributes (as
 # nn.TransformerEncoderLayer's default activation, F.relu, is taken when torch is imported)
 _TAKEN_SOFTMAX, _TAKEN_LAYER_NORM, _TAKEN_NORMALIZE, _TAKEN_GELU = F.softmax, F.layer_norm, F.normalize, F.gelu
+# two of torch's dispatchers on return_indices (boolean_dispatch)
+_TAKEN_MAX_POOL1D, _TAKEN_ADAPTIVE_MAX_POOL1D = F.max_pool1d, F.adaptive_max_pool1d
 
 
 class TakenFunctionals(nn.Module):
     """nn.TransformerEncoderLayer (its feed-forward's F.relu bound before the collector starts) and functionals
-    called through references taken before it, beside the same functional called through F (`F.relu`)."""
+    called through references taken before it, beside the same functionals called through F (`F.relu`,
+    `F.max_pool1d`)."""
 
     def __init__(self):
         super().__init__()
@@ -145,7 +148,9 @@ class TakenFunctionals(nn.Module):
         h = self.enc(x)
         h = _TAKEN_LAYER_NORM(_TAKEN_GELU(self.fc(h)), (8,))
         h = _TAKEN_NORMALIZE(h, dim=-1) + F.relu(h)
-        return _TAKEN_SOFTMAX(h, dim=-1)
+        pooled = (_TAKEN_MAX_POOL1D(h, 2) + _TAKEN_ADAPTIVE_MAX_POOL1D(h, 4, return_indices=True)[0]
+                  + F.max_pool1d(h, 2, return_indices=True)[0])
+        return _TAKEN_SOFTMAX(h + torch.cat([pooled, pooled], dim=-1), dim=-1)
 
 
 class FirstChunk(nn.Module):

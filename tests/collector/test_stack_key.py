@@ -43,3 +43,46 @@ def test_stack_key_refuses_wrong_arguments():
         stack_key(None, {}, "", {})
     with pytest.raises(TypeError):
         stack_key(sys._getframe(), [], "", {})
+
+
+# A function written in Python hands itself to the operator mode through torch's handle_torch_function (a
+# "dispatch frame": None in `own`), and the mode may run its body again; the frames of the first run, above the
+# dispatch frame, repeat the codes of those just below it. _outer/_inner play F.max_pool2d's dispatcher and the
+# function it picks (two frames repeated), _dispatch plays handle_torch_function.
+
+def _outer(run, own, codes):
+    return _inner(run, own, codes)
+
+
+def _inner(run, own, codes):
+    if run == 1:
+        return _dispatch(own, codes)
+    return stack_key(sys._getframe(), own, "/nonexistent/", codes)
+
+
+def _dispatch(own, codes):
+    return _outer(2, own, codes)
+
+
+def _unrepeated(own, codes):
+    return _dispatch_to_other(own, codes)
+
+
+def _dispatch_to_other(own, codes):
+    return stack_key(sys._getframe(), own, "/nonexistent/", codes)
+
+
+def test_stack_key_leaves_out_the_frames_a_body_run_again_repeats():
+    own, codes = {}, {}
+    own[id(_dispatch.__code__)] = None
+    key = _outer(1, own, codes)
+    ids = key[::2]
+    here = sys._getframe().f_code
+    # the second run's two frames, then this test's: the dispatch frame and the first run's two are left out
+    assert ids[:3] == (id(_inner.__code__), id(_outer.__code__), id(here))
+    assert ids.count(id(_inner.__code__)) == 1 and ids.count(id(_outer.__code__)) == 1
+    assert id(_dispatch.__code__) not in ids
+    # a dispatch frame whose callers repeat nothing: only the dispatch frame itself is left out
+    own[id(_dispatch_to_other.__code__)] = None
+    key = _unrepeated(own, codes)
+    assert key[::2][:2] == (id(_unrepeated.__code__), id(here))

@@ -210,9 +210,13 @@ def test_a_functional_taken_before_start_records_the_calls_inside_it(tmp_path, l
     """nn.TransformerEncoderLayer's F.relu and F.softmax / F.layer_norm / F.normalize called through references taken
     before start(): the calls inside them (Torch.relu, Tensor.softmax, Torch.layer_norm, Tensor.norm ...), as the
     reference records them; F.relu called through F stays Functional.relu; F.gelu, a C function whose inside neither
-    tool names, stays Functional.gelu. Training stays bitwise the plain run's (_collected), and F's attributes are
-    the originals again once the collector is closed."""
-    originals = {n: getattr(torch.nn.functional, n) for n in ("relu", "softmax", "layer_norm", "normalize")}
+    tool names, stays Functional.gelu. F.max_pool1d and F.adaptive_max_pool1d (torch's dispatchers on
+    return_indices) taken before start() are the calls inside the function they pick (Torch.max_pool1d,
+    Torch.adaptive_max_pool1d); F.max_pool1d(h, 2, return_indices=True) through F is Functional.max_pool1d (not
+    the Functional.max_pool1d_with_indices it dispatches to). Training stays bitwise the plain run's (_collected),
+    and F's attributes are the originals again once the collector is closed."""
+    originals = {n: getattr(torch.nn.functional, n) for n in ("relu", "softmax", "layer_norm", "normalize",
+                                                              "max_pool1d", "max_pool1d_with_indices")}
     for data, _ in _collected(tmp_path, "taken", level):
         forwards = [k.rsplit(".", 2)[0] for k in data if k.endswith(".forward") and not k.startswith("Module.")]
         assert forwards.count("Torch.relu") == 1            # the encoder layer's feed-forward
@@ -223,6 +227,13 @@ def test_a_functional_taken_before_start_records_the_calls_inside_it(tmp_path, l
             assert name not in forwards
         # F.layer_norm through F (the encoder layer's LayerNorm modules) is still Functional.layer_norm
         assert forwards.count("Functional.layer_norm") == 2
+        for name in ("Torch.max_pool1d", "Torch.adaptive_max_pool1d", "Functional.max_pool1d"):
+            assert forwards.count(name) == 1, name
+        assert not [n for n in forwards if n.endswith("_with_indices")], forwards
+        pooled = data["Functional.max_pool1d.0.forward"]
+        assert pooled["input_kwargs"]["return_indices"]["value"] is True
+        assert [o["dtype"] for o in pooled["output"]] == ["torch.float32", "torch.int64"]
+        assert data["Torch.max_pool1d.0.forward"]["output"][0]["shape"] == [2, 3, 4]
         relu = data["Torch.relu.0.forward"]
         assert relu["input_args"][0]["shape"] == [2, 3, 16] and relu["output"][0]["Min"] >= 0
         assert "Torch.relu.0.backward" in data
@@ -422,8 +433,9 @@ def test_start_without_model_at_l0_is_a_clear_error_and_training_goes_on(tmp_pat
 # --- against the reference -------------------------------------------------------------------------------------
 
 def peer_dumps(tmp_path, pattern, level) -> dict:
-    """{tool: (record names in order, construct.json's node set)} of step 1 of patterns_run.py's `pattern` run at
-    `level` by msprobe (the peers' python) and by tbprobe, each in a process of its own."""
+    """{tool: (record names in order, construct.json's node set, {name: stack.json's lines, each file's path from
+    site-packages/ on})} of step 1 of patterns_run.py's `pattern` run at `level` by msprobe (the peers' python)
+    and by tbprobe, each in a process of its own."""
     dumps = {}
     for tool, python in (("msprobe", PEER_PYTHON), ("tbprobe", sys.executable)):
         out = str(tmp_path / tool)
@@ -434,7 +446,10 @@ def peer_dumps(tmp_path, pattern, level) -> dict:
             names = list(json.load(f)["data"])
         with open(os.path.join(rank_dir, "construct.json")) as f:
             nodes = set(json.load(f))
-        dumps[tool] = names, nodes
+        with open(os.path.join(rank_dir, "stack.json")) as f:
+            stacks = {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
+                      for names_, lines in json.load(f).values() for n in names_}
+        dumps[tool] = names, nodes, stacks
     return dumps
 
 
@@ -452,3 +467,8 @@ def test_record_names_equal_msprobes(tmp_path, pattern, level):
     ours = [n for n in dumps["tbprobe"][0] if not (pattern == "taken" and n.startswith("Functional.gelu."))]
     assert len(ours) < len(dumps["tbprobe"][0]) or pattern != "taken"
     assert ours == dumps["msprobe"][0]
+    # and each call's stack (a call through a reference taken before start() runs its body again: the frames of
+    # the first run are left out, as msprobe never sees them)
+    theirs = dumps["msprobe"][2]
+    differ = [n for n in ours if n in theirs and dumps["tbprobe"][2][n] != theirs[n]]
+    assert not differ, (differ[:3], dumps["tbprobe"][2][differ[0]], theirs[differ[0]])

@@ -27,7 +27,7 @@ from tbprobe.collector.pytorch.api_names import (
     passes_through,
     risk_of,
 )
-from tbprobe.collector.pytorch.backward_pass import run_with_mode, starts_backward
+from tbprobe.collector.pytorch.backward_pass import SKIPS_CHECKS, run_with_mode, starts_backward
 from tbprobe.collector.pytorch.call_args import as_called
 from tbprobe.collector.pytorch.session import Session, flatten_tensors
 
@@ -52,6 +52,15 @@ _PYTHON_FUNCTIONALS = ("sigmoid", "tanh", "upsample", "upsample_nearest", "upsam
 _STALE_BODIES = ("relu", "selu", "celu", "rrelu", "softsign", "tanhshrink", "softmax", "softmin", "log_softmax",
                  "layer_norm", "group_norm", "instance_norm", "normalize", "embedding", "kl_div",
                  "binary_cross_entropy_with_logits")
+# F.max_pool2d and its kin are dispatchers torch makes (boolean_dispatch, on return_indices) over two functions
+# that hand the mode what F's names hold. The reference records F.max_pool2d(x, 2, return_indices=True) as
+# Functional.max_pool2d, where tbprobe saw Functional.max_pool2d_with_indices; through a reference taken before
+# it wraps F, it records the calls inside (Torch.max_pool2d, Functional.adaptive_max_pool1d_with_indices,
+# Torch.max_pool1d_with_indices ...). Wrapped as _STALE_BODIES, with the functions they dispatch to.
+_POOL_DISPATCHERS = ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+                     "adaptive_max_pool3d", "fractional_max_pool2d", "fractional_max_pool3d")
+_STALE = (*_STALE_BODIES, *_POOL_DISPATCHERS, *(n + "_with_indices" for n in _POOL_DISPATCHERS))
+_IS_STALE = frozenset(_STALE)
 # calls whose CPU kernels update running statistics (buffers) in place without bumping their version
 _BUFFER_UPDATES = frozenset({"batch_norm", "instance_norm", "native_batch_norm", "_native_batch_norm_legit",
                              "batch_norm_update_stats", "_batch_norm_impl_index"})
@@ -128,13 +137,14 @@ class _Mode(TorchFunctionMode):
             _dunder.name = None
         if info is None:
             if passes_through(func):
-                # the body of a Python-level method, with the mode on: the calls inside are recorded. (A reflected
-                # operator's wrapper of torch's holds it as __wrapped__; the others skip their own dispatch check.)
+                # the body of a Python-level method, with the mode on: the calls inside are recorded. (Run past the
+                # method's own check, so its stack holds the frame as the reference's does; a torch without the
+                # skip runs a reflected operator's body, which torch's wrapper holds as __wrapped__.)
                 body = getattr(func, "__wrapped__", None)
-                if body is None:
-                    return run_with_mode(self, func, args, kwargs)
-                with self:
-                    return body(*args, **kwargs)
+                if body is not None and not SKIPS_CHECKS:
+                    with self:
+                        return body(*args, **kwargs)
+                return run_with_mode(self, func, args, kwargs)
             if starts_backward(func) and types_plain(types):
                 # a backward pass, with the mode on (tbprobe/collector/pytorch/backward_pass.py)
                 return run_with_mode(self, func, args, kwargs)
@@ -152,7 +162,7 @@ class _Mode(TorchFunctionMode):
                 return func(*args, **kwargs)
         if func in _STALE_OF and _stale_call(func):   # (func is hashable: the table had it)
             # the reference sees the calls inside alone (_STALE_BODIES): they are recorded, with the mode on
-            return run_with_mode(self, _STALE_OF[func], args, kwargs)
+            return run_with_mode(self, _STALE_OF[func][0], args, kwargs)
         named = BY_CALLER.get(func)
         if named is not None:
             info = caller_named(named, info, sys._getframe(1))
@@ -189,7 +199,16 @@ def _dispatching(orig: Any) -> Any:
     return wrapper
 
 
-_STALE_OF: Dict[Any, Any] = {}   # the wrapper of each of _STALE_BODIES -> the original function
+# the wrapper of each of _STALE -> (the original function, the code objects that hand the wrapper to the mode when
+# the original is called: its own, or a dispatcher's two functions')
+_STALE_OF: Dict[Any, Tuple[Any, frozenset]] = {}
+
+
+def _handing_codes(orig: Any) -> frozenset:
+    if orig.__code__ is _BOOLEAN_DISPATCH_CODE:
+        return frozenset(c.cell_contents.__code__ for c in orig.__closure__
+                         if type(c.cell_contents) is types.FunctionType)
+    return frozenset((orig.__code__,))
 
 
 def _stale_call(wrapper: Any) -> bool:
@@ -198,7 +217,7 @@ def _stale_call(wrapper: Any) -> bool:
     in F's namespace holds now, the wrapper). A call through the namespace comes from the wrapper's own check.
     (Frames up from here: 1 the handler, 2 handle_torch_function, 3 the function that called it.)"""
     try:
-        return (sys._getframe(3).f_code is _STALE_OF[wrapper].__code__
+        return (sys._getframe(3).f_code in _STALE_OF[wrapper][1]
                 and sys._getframe(2).f_code is _HANDLE_CODE)
     except ValueError:
         return False
@@ -233,7 +252,8 @@ def _dispatch_frames(func) -> int:
         # (0: here, 1: ApiCapture.call, 2: the mode's __torch_function__)
         if sys._getframe(3).f_code is _HANDLE_CODE:
             code = func.__code__
-            # F.max_pool2d and its kin: a dispatcher of torch's (boolean_dispatch, on return_indices) calls one of
+            # F.max_pool2d and its kin, where tbprobe's wrappers are not in place (_POOL_DISPATCHERS: the user
+            # replaced F's attribute): a dispatcher of torch's (boolean_dispatch, on return_indices) calls one of
             # two functions, which hands the dispatcher itself (or itself, with return_indices) to the mode: the
             # dispatcher's frame is the call's too
             if sys._getframe(4).f_code is code:
@@ -295,16 +315,16 @@ class ApiCapture:
         _put_back(self._fn_saved)
 
     def _wrap_functionals(self) -> None:
-        for name in (*_PYTHON_FUNCTIONALS, *_STALE_BODIES):
+        for name in (*_PYTHON_FUNCTIONALS, *_STALE):
             orig = F.__dict__.get(name)
-            stale = name in _STALE_BODIES
+            stale = name in _IS_STALE
             # (not the user's replacement, nor one of ours: another debugger's step is collected)
             if orig is None or lookup(orig) is None or orig in _WRAPPERS or (
                     stale and type(orig) is not types.FunctionType):
                 continue
             wrapper = _dispatching(orig)
             if stale:
-                _STALE_OF[wrapper] = orig
+                _STALE_OF[wrapper] = (orig, _handing_codes(orig))
             self._fn_saved.append((F, name, orig))
             setattr(F, name, wrapper)
 

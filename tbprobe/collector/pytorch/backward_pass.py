@@ -12,9 +12,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["starts_backward", "run_with_mode"]
+__all__ = ["starts_backward", "run_with_mode", "SKIPS_CHECKS"]
 
 _skip_next = getattr(torch._C, "_set_skip_next_torch_function", None)
+SKIPS_CHECKS = _skip_next is not None   # whether run_with_mode runs a function's body with the mode on
 # (empty where the skip is missing: nothing then takes run_with_mode's path)
 _BACKWARD_FUNCS = frozenset((torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
                             if _skip_next is not None else ())

@@ -3,6 +3,7 @@ nodes as in msprobe's own dump of the same model; checksums equal msprobe's bit 
 import glob
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -238,21 +239,39 @@ def _same_statistic(field, ours, theirs, dtype):
     return ours == theirs
 
 
+def _stacks(rank: dict) -> dict:
+    """{record name: its stack.json lines up to run_model.py's train()}, each file's path from site-packages/ on
+    (msprobe runs run_model.py in a process of its own, tbprobe runs train() inside pytest)."""
+    out = {}
+    for names, lines in rank["stack"].values():
+        kept = []
+        for line in lines:
+            kept.append(re.sub(r"^File .*/site-packages/", "File ", line))
+            if "run_model.py" in line and "in train," in line:
+                break
+        out.update((n, kept) for n in names)
+    return out
+
+
 @pytest.mark.parametrize("model", ["llama", "hf-llama", "hf-gpt2", "hf-mixtral"])
 def test_statistics_equal_msprobes_on_the_llama_with_adamw_and_clipping(tmp_path, model):
     """Every statistic of every record, step after step, on an LLM-shaped model: parameter gradients, in-place
     work on 0-dim tensors (AdamW's step count), calls that return their input, the clipping's norms; on
     transformers' own Llama, GPT-2 and Mixtral (top-2 routing) too, whose attention masks are built under
-    torch.vmap (BatchedTensor items)."""
+    torch.vmap (BatchedTensor items) and torch._dynamo's TransformGetItemToIndex mode. And every record's stack."""
     need_peers()
     if model.startswith("hf-") and not have_transformers():
         pytest.skip(f"transformers is not installed under {HF_PATH} (bash scripts/hf_deps.sh; make test does it)")
     ms = msprobe_dump(tmp_path, model, "mix", steps=2)
     tb = tbprobe_dump(tmp_path, model, "mix", steps=2)
     for step in (0, 1):
-        theirs = load_rank(rank_dirs(ms, step)[0])["dump"]["data"]
-        ours = load_rank(rank_dirs(tb, step)[0])["dump"]["data"]
+        their_rank, our_rank = load_rank(rank_dirs(ms, step)[0]), load_rank(rank_dirs(tb, step)[0])
+        theirs, ours = their_rank["dump"]["data"], our_rank["dump"]["data"]
         assert set(ours) == set(theirs)
+        their_stacks, our_stacks = _stacks(their_rank), _stacks(our_rank)
+        assert len(our_stacks) > 50 and our_stacks.keys() == their_stacks.keys()
+        differ = [n for n in our_stacks if our_stacks[n] != their_stacks[n]]
+        assert not differ, (differ[:3], our_stacks[differ[0]], their_stacks[differ[0]])
         compared, wrong = 0, []
         for name, entry in ours.items():
             mine, ref = dict(_items(entry)), dict(_items(theirs[name]))

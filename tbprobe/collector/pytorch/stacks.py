@@ -23,10 +23,24 @@ def _line_of(code: Any, lasti: int) -> int:
     return code.co_firstlineno
 
 
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
+def _handed_on(code: Any) -> bool:
+    """Whether `code` is the handler of one of torch's own torch-function modes, which hands a call on to the next
+    mode (transformers' attention masks are built under torch._dynamo's TransformGetItemToIndex)."""
+    return code.co_name == "__torch_function__" and code.co_filename.startswith(_TORCH_DIR)
+
+
 def format_stack(key: tuple) -> List[str]:
-    """Lines of a stack key (id(code), bytecode offset, id(code), offset, ...), innermost first."""
+    """Lines of a stack key (id(code), bytecode offset, id(code), offset, ...), innermost first. The handlers of
+    torch's own modes that handed the call on to tbprobe's are left out of its start: the reference, which wraps
+    the function, sees the call at its caller. (Here, once per distinct stack, rather than in every call's walk.)"""
     lines = []
-    for i in range(0, len(key), 2):
+    start = 0
+    while start < len(key) - 2 and _handed_on(CODES[key[start]]):
+        start += 2
+    for i in range(start, len(key), 2):
         code = CODES[key[i]]
         lineno = _line_of(code, key[i + 1])
         src = linecache.getline(code.co_filename, lineno).strip()

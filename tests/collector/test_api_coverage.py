@@ -1,7 +1,9 @@
 """L1 records the calls the reference records, under its names: operator forms, aliases, torch.linalg,
 constructors, reflected operators, the optimizer's foreach work and gradient clipping (api_zoo.py calls each)."""
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -23,6 +25,14 @@ def zoo(tmp_path, tool: str, risk: str) -> Counter:
                          capture_output=True, text=True, timeout=600, check=True).stdout
     names = json.loads(out.strip().splitlines()[-1])
     return Counter(n.rsplit(".", 2)[0] for n in names)
+
+
+def zoo_stacks(tmp_path, tool: str, risk: str) -> dict:
+    """{record name: stack.json's lines, each file's path from site-packages/ on} of the api_zoo.py run zoo() made."""
+    (path,) = glob.glob(str(tmp_path / f"{tool}_{risk}" / "**" / "stack.json"), recursive=True)
+    with open(path) as f:
+        return {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
+                for names, lines in json.load(f).values() for n in names}
 
 
 def test_a_function_with_several_names_gets_the_one_the_reference_uses():
@@ -103,6 +113,13 @@ def test_every_call_is_recorded_as_msprobe_records_it(tmp_path, risk, extra):
     assert sum(theirs.values()) > (5 if risk == "CORE" else 60)
     assert dict(ours - theirs) == extra
     assert dict(theirs - ours) == {}
+    # and each call's stack: from the call's line on, with none of tbprobe's frames (api_zoo.py imports tbprobe
+    # through a path holding "/../", as scripts that put their checkout on sys.path do)
+    our_stacks, their_stacks = zoo_stacks(tmp_path, "tbprobe", risk), zoo_stacks(tmp_path, "msprobe", risk)
+    both = our_stacks.keys() & their_stacks.keys()
+    assert len(both) >= sum(theirs.values())
+    differ = sorted(n for n in both if our_stacks[n] != their_stacks[n])
+    assert not differ, (differ[:5], our_stacks[differ[0]], their_stacks[differ[0]])
 
 
 def test_the_recorded_functions_are_those_msprobe_patches(tmp_path):

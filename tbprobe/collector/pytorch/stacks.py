@@ -8,7 +8,9 @@ import torch
 
 __all__ = ["CODES", "OWN_CODE", "TBPROBE_DIR", "format_stack"]
 
-TBPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# (as imported, not normalised: a code object's co_filename is its module's path as imported, which holds "/../"
+# when sys.path does, and a normalised prefix left tbprobe's own wrappers in every operator's stack)
+TBPROBE_DIR = os.path.dirname(os.path.dirname(__file__))
 OWN_CODE: Dict[int, Optional[bool]] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
 CODES: Dict[int, Any] = {}       # id(code object) -> the code object
 # (None: a dispatch frame, left out with its caller when that runs the mode's call again: _cstats_stack.h)
@@ -23,7 +25,7 @@ def _line_of(code: Any, lasti: int) -> int:
     return code.co_firstlineno
 
 
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
 def _handed_on(code: Any) -> bool:

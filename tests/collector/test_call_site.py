@@ -172,3 +172,21 @@ def test_the_wrappers_of_pythons_functionals_last_the_collected_steps_alone(tmp_
     assert F.sigmoid is orig
     dbg.close()
     assert dbg.hook_errors == 0
+
+
+def test_a_frame_without_a_source_line_is_left_out_of_the_stack(tmp_path):
+    """Code compiled from a string (`python -c`, multiprocessing spawn's entry, exec) has no line to show: the
+    reference leaves such a frame out of its stacks, and so does tbprobe; the frames around it stay."""
+    from conftest import load_rank
+
+    x = torch.randn(3)
+    scope = {"torch": torch, "x": x}
+
+    def calls():
+        exec(compile("torch.exp(x)", "<generated>", "exec"), scope)
+
+    _records(tmp_path, calls)
+    stack = load_rank(rank_dirs(str(tmp_path / "dump"))[0])["stack"]
+    (frames,) = [frames for names, frames in stack.values() if "Torch.exp.0.forward" in names]
+    assert not any(f.startswith("File <generated>") for f in frames), frames
+    assert "in calls," in frames[0] and "exec(compile(" in frames[0]

@@ -1,6 +1,7 @@
 """Two processes, gloo: collectives, point to point (sync and async) and DDP, each rank in its own folder."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -313,6 +314,13 @@ def test_two_ranks_record_what_msprobe_records(tmp_path, level):
             with open(tmp_path / tool / "step0" / rank / "dump.json") as f:
                 dumps[tool] = {n: _layout(e) for n, e in json.load(f)["data"].items() if n.startswith("Distributed.")}
         assert dumps["tbprobe"] == dumps["msprobe"]
+        # and every record's stack (mp.spawn's entry, `<string>`, has no source line: left out by both)
+        stacks = {}
+        for tool in ("tbprobe", "msprobe"):
+            with open(tmp_path / tool / "step0" / rank / "stack.json") as f:
+                stacks[tool] = {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
+                                for names, lines in json.load(f).values() for n in names}
+        assert len(stacks["tbprobe"]) > 20 and stacks["tbprobe"] == stacks["msprobe"]
     with open(tmp_path / "tbprobe" / "step0" / "rank1" / "dump.json") as f:
         recv = json.load(f)["data"]["Distributed.recv.0.forward"]
     assert recv["input_args"][0] is None and recv["output"][0]["type"] == "torch.Tensor"

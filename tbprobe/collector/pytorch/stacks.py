@@ -37,7 +37,9 @@ def _handed_on(code: Any) -> bool:
 def format_stack(key: tuple) -> List[str]:
     """Lines of a stack key (id(code), bytecode offset, id(code), offset, ...), innermost first. The handlers of
     torch's own modes that handed the call on to tbprobe's are left out of its start: the reference, which wraps
-    the function, sees the call at its caller. (Here, once per distinct stack, rather than in every call's walk.)"""
+    the function, sees the call at its caller. (Here, once per distinct stack, rather than in every call's walk.)
+    A frame whose source line cannot be read (`python -c`'s and multiprocessing spawn's `<string>`, a file deleted
+    since) is left out, as the reference leaves it out."""
     lines = []
     start = 0
     while start < len(key) - 2 and _handed_on(CODES[key[start]]):
@@ -46,5 +48,7 @@ def format_stack(key: tuple) -> List[str]:
         code = CODES[key[i]]
         lineno = _line_of(code, key[i + 1])
         src = linecache.getline(code.co_filename, lineno).strip()
+        if not src:
+            continue
         lines.append(f"File {code.co_filename}, line {lineno}, in {code.co_name}, \n {src}")
     return lines

@@ -9,6 +9,7 @@ empties (torch's send_object_list, which pipelining uses), and an isend or irecv
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -102,6 +103,19 @@ def _result(out: str, rank: int) -> dict:
 
 def _rank_dir(out: str, step: int, rank: int) -> str:
     return os.path.join(out, "dump", f"step{step}", f"rank{rank}")
+
+
+def _stacks(out: str, step: int, rank: int) -> dict:
+    """{record name: its stack.json lines, each file's path from site-packages/ on}."""
+    return {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
+            for names, lines in _load(out, step, rank, "stack").values() for n in names}
+
+
+def _same_stacks(ours: str, theirs: str, step: int, rank: int) -> None:
+    mine, ref = _stacks(ours, step, rank), _stacks(theirs, step, rank)
+    assert len(mine) > 10 and mine.keys() == ref.keys(), (step, rank)
+    differ = sorted(n for n in mine if mine[n] != ref[n])
+    assert not differ, (step, rank, differ[:3], mine[differ[0]], ref[differ[0]])
 
 
 def _load(out: str, step: int, rank: int, name: str) -> dict:
@@ -217,6 +231,7 @@ def test_dump_names_and_nodes_are_msprobes(ours, theirs):
             apart = {n for n in mine if mine[n] != ref[n]}
             assert apart == ({f"Functional.embedding.{i}.backward" for i in range(3)} if rank == 0 else set())
             _parents_apart_at_embedding_backward(mine, ref, apart)
+            _same_stacks(ours, theirs, step, rank)
 
 
 def _vis_db(folder) -> str:
@@ -332,6 +347,7 @@ def test_torch_pipelining_records_are_msprobes(torch_runs, torch_theirs):
             assert all(_after(mine, n, calls) >= _after(ref, n, calls) for n in calls), (step, rank)
             moved = [n for n in calls if _after(mine, n, calls) > _after(ref, n, calls)]
             assert all(n.startswith(("Distributed.isend.", "Distributed.irecv.")) for n in moved), moved
+            _same_stacks(ours, torch_theirs, step, rank)
 
 
 def _after(names: list, name: str, calls: set) -> int:
@@ -371,6 +387,7 @@ def test_interleaved_pipeline_records_are_msprobes(interleaved_runs, interleaved
             assert len(embedding) == (INTERLEAVED_MICRO if rank == 0 else 0), (step, rank)
             assert apart == embedding, (step, rank)
             _parents_apart_at_embedding_backward(mine, ref, apart)
+            _same_stacks(ours, interleaved_theirs, step, rank)
 
 
 @pytest.mark.parametrize("schedule", ["torch", "interleaved"])

@@ -13,7 +13,7 @@ __all__ = ["CODES", "OWN_CODE", "TBPROBE_DIR", "format_stack"]
 TBPROBE_DIR = os.path.dirname(os.path.dirname(__file__))
 OWN_CODE: Dict[int, Optional[bool]] = {}   # id(code object) -> whether it is tbprobe's own (left out of stacks)
 CODES: Dict[int, Any] = {}       # id(code object) -> the code object
-# (None: a dispatch frame, left out with its caller when that runs the mode's call again: _cstats_stack.h)
+# (None: a dispatch frame, left out with the frames above it that repeat a body run again: _cstats_stack.h)
 _DISPATCH_CODE = torch.overrides.handle_torch_function.__code__
 OWN_CODE[id(_DISPATCH_CODE)], CODES[id(_DISPATCH_CODE)] = None, _DISPATCH_CODE
 

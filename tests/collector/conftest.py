@@ -1,6 +1,7 @@
 import glob
 import json
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -60,6 +61,21 @@ def load_rank(rank_dir):
     for name in ("dump", "construct", "stack"):
         with open(os.path.join(rank_dir, f"{name}.json")) as f:
             out[name] = json.load(f)
+    return out
+
+
+def stack_lines(stack_doc: dict, until: str = "") -> dict:
+    """{record name: its lines} of a stack.json document (new form), each file's path from site-packages/ on, so
+    that two interpreters' stacks compare; with `until` (a pattern), each stack cut after its first line matching
+    it (the frames above a training function the two tools reach from different entry points)."""
+    out = {}
+    for names, lines in stack_doc.values():
+        kept = []
+        for line in lines:
+            kept.append(re.sub(r"^File .*/site-packages/", "File ", line))
+            if until and re.search(until, line):
+                break
+        out.update((n, kept) for n in names)
     return out
 
 

@@ -3,7 +3,6 @@ constructors, reflected operators, the optimizer's foreach work and gradient cli
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 from collections import Counter
@@ -11,7 +10,7 @@ from collections import Counter
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import PEER_PYTHON, need_peers
+from conftest import PEER_PYTHON, need_peers, stack_lines
 
 from tbprobe.collector.pytorch import api_names
 
@@ -31,8 +30,7 @@ def zoo_stacks(tmp_path, tool: str, risk: str) -> dict:
     """{record name: stack.json's lines, each file's path from site-packages/ on} of the api_zoo.py run zoo() made."""
     (path,) = glob.glob(str(tmp_path / f"{tool}_{risk}" / "**" / "stack.json"), recursive=True)
     with open(path) as f:
-        return {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
-                for names, lines in json.load(f).values() for n in names}
+        return stack_lines(json.load(f))
 
 
 def test_a_function_with_several_names_gets_the_one_the_reference_uses():

@@ -1,13 +1,12 @@
 """Two processes, gloo: collectives, point to point (sync and async) and DDP, each rank in its own folder."""
 import json
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 import torch.multiprocessing as mp
-from conftest import PEER_PYTHON, free_port, need_peers
+from conftest import PEER_PYTHON, free_port, need_peers, stack_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -318,8 +317,7 @@ def test_two_ranks_record_what_msprobe_records(tmp_path, level):
         stacks = {}
         for tool in ("tbprobe", "msprobe"):
             with open(tmp_path / tool / "step0" / rank / "stack.json") as f:
-                stacks[tool] = {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
-                                for names, lines in json.load(f).values() for n in names}
+                stacks[tool] = stack_lines(json.load(f))
         assert len(stacks["tbprobe"]) > 20 and stacks["tbprobe"] == stacks["msprobe"]
     with open(tmp_path / "tbprobe" / "step0" / "rank1" / "dump.json") as f:
         recv = json.load(f)["data"]["Distributed.recv.0.forward"]

@@ -3,13 +3,12 @@ nodes as in msprobe's own dump of the same model; checksums equal msprobe's bit 
 import glob
 import json
 import os
-import re
 import sqlite3
 import subprocess
 import sys
 
 import pytest
-from conftest import PEER_MSPROBE, PEER_PYTHON, load_rank, make_debugger, need_peers, rank_dirs, vis_nodes
+from conftest import PEER_MSPROBE, PEER_PYTHON, load_rank, make_debugger, need_peers, rank_dirs, stack_lines, vis_nodes
 from run_model import train
 from train_hf import HF_PATH, have_transformers
 
@@ -239,18 +238,7 @@ def _same_statistic(field, ours, theirs, dtype):
     return ours == theirs
 
 
-def _stacks(rank: dict) -> dict:
-    """{record name: its stack.json lines up to run_model.py's train()}, each file's path from site-packages/ on
-    (msprobe runs run_model.py in a process of its own, tbprobe runs train() inside pytest)."""
-    out = {}
-    for names, lines in rank["stack"].values():
-        kept = []
-        for line in lines:
-            kept.append(re.sub(r"^File .*/site-packages/", "File ", line))
-            if "run_model.py" in line and "in train," in line:
-                break
-        out.update((n, kept) for n in names)
-    return out
+_TRAIN_FRAME = r"run_model\.py, line \d+, in train,"
 
 
 @pytest.mark.parametrize("model", ["llama", "hf-llama", "hf-gpt2", "hf-mixtral"])
@@ -268,7 +256,10 @@ def test_statistics_equal_msprobes_on_the_llama_with_adamw_and_clipping(tmp_path
         their_rank, our_rank = load_rank(rank_dirs(ms, step)[0]), load_rank(rank_dirs(tb, step)[0])
         theirs, ours = their_rank["dump"]["data"], our_rank["dump"]["data"]
         assert set(ours) == set(theirs)
-        their_stacks, our_stacks = _stacks(their_rank), _stacks(our_rank)
+        # (up to run_model.py's train(): msprobe runs run_model.py in a process of its own, tbprobe runs train()
+        # inside pytest)
+        their_stacks = stack_lines(their_rank["stack"], until=_TRAIN_FRAME)
+        our_stacks = stack_lines(our_rank["stack"], until=_TRAIN_FRAME)
         assert len(our_stacks) > 50 and our_stacks.keys() == their_stacks.keys()
         differ = [n for n in our_stacks if our_stacks[n] != their_stacks[n]]
         assert not differ, (differ[:3], our_stacks[differ[0]], their_stacks[differ[0]])

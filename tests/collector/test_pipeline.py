@@ -9,13 +9,12 @@ empties (torch's send_object_list, which pipelining uses), and an isend or irecv
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import PEER_PYTHON, free_port, need_peers, vis_nodes
+from conftest import PEER_PYTHON, free_port, need_peers, stack_lines, vis_nodes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN = os.path.join(HERE, "pipeline_run.py")
@@ -105,14 +104,8 @@ def _rank_dir(out: str, step: int, rank: int) -> str:
     return os.path.join(out, "dump", f"step{step}", f"rank{rank}")
 
 
-def _stacks(out: str, step: int, rank: int) -> dict:
-    """{record name: its stack.json lines, each file's path from site-packages/ on}."""
-    return {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
-            for names, lines in _load(out, step, rank, "stack").values() for n in names}
-
-
 def _same_stacks(ours: str, theirs: str, step: int, rank: int) -> None:
-    mine, ref = _stacks(ours, step, rank), _stacks(theirs, step, rank)
+    mine, ref = (stack_lines(_load(out, step, rank, "stack")) for out in (ours, theirs))
     assert len(mine) > 10 and mine.keys() == ref.keys(), (step, rank)
     differ = sorted(n for n in mine if mine[n] != ref[n])
     assert not differ, (step, rank, differ[:3], mine[differ[0]], ref[differ[0]])

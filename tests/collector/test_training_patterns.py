@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from conftest import PEER_PYTHON, need_peers, rank_dirs
+from conftest import PEER_PYTHON, need_peers, rank_dirs, stack_lines
 from patterns_run import build, config, train
 
 from tbprobe import PrecisionDebugger
@@ -447,8 +447,7 @@ def peer_dumps(tmp_path, pattern, level) -> dict:
         with open(os.path.join(rank_dir, "construct.json")) as f:
             nodes = set(json.load(f))
         with open(os.path.join(rank_dir, "stack.json")) as f:
-            stacks = {n: [re.sub(r"^File .*/site-packages/", "File ", line) for line in lines]
-                      for names_, lines in json.load(f).values() for n in names_}
+            stacks = stack_lines(json.load(f))
         dumps[tool] = names, nodes, stacks
     return dumps
 

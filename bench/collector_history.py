@@ -25,7 +25,9 @@ _RATIO = re.compile(r"^(\d+(?:\.\d+)?)x$")
 
 
 def _git(*args: str, cwd: str = ROOT) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+    # (TZ: the table's dates, git's format-local, are in UTC whatever the machine's zone)
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env=dict(os.environ, TZ="UTC")).stdout.strip()
 
 
 def checkout(commit: str, into: str) -> str:

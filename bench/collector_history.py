@@ -68,9 +68,16 @@ def main() -> None:
     p.add_argument("--case", default="small L0 statistics")
     p.add_argument("--dump-root", metavar="DIR", help="passed on to collector_overhead.py (e.g. /dev/shm)")
     args = p.parse_args()
+    # (a commit named twice would share one folder and one list of ratios, its row printed twice over both)
+    twice = sorted({c for c in args.commits if args.commits.count(c) > 1})
+    if twice:
+        p.error(f"commit named more than once: {', '.join(twice)}")
     tmp = tempfile.mkdtemp(prefix="bench_history_")
     try:
-        folders = {c: checkout(c, tmp) for c in args.commits}
+        try:
+            folders = {c: checkout(c, tmp) for c in args.commits}
+        except subprocess.CalledProcessError as e:
+            raise SystemExit(f"collector_history: {' '.join(e.cmd)} failed: {(e.stderr or '').strip()}") from None
         ratios: Dict[str, List[float]] = {c: [] for c in args.commits}
         for rnd in range(args.runs):
             for c in args.commits:

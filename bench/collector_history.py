@@ -86,8 +86,9 @@ def main() -> None:
         print(f"\n{args.case}, tbprobe / no tool:")
         print(f"{'commit':<10} {'date (UTC)':<17} {'ratios':<24} {'median':>7}  subject")
         for c in args.commits:
-            info = _git("log", "-1", "--date=format-local:%Y-%m-%d %H:%M", "--format=%h\t%ad\t%s",
-                        "HEAD" if c == "." else c, cwd=folders[c])
+            # (each folder has its commit checked out, so its HEAD is that commit)
+            info = _git("log", "-1", "--date=format-local:%Y-%m-%d %H:%M", "--format=%h\t%ad\t%s", "HEAD",
+                        cwd=folders[c])
             short, date, subject = info.split("\t", 2)
             shown = " ".join(f"{r:.2f}" for r in ratios[c])
             print(f"{short:<10} {date:<17} {shown:<24} {statistics.median(ratios[c]):>6.2f}x  {subject[:70]}")
